@@ -1,0 +1,159 @@
+"""`compile()` and Function: the callable users hold (argument checks, the call, pickling)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from verglas.graph.basic import Constant, Variable
+from verglas.graph.fg import FunctionGraph
+from verglas.graph.frozen import FrozenFunctionGraph, freeze
+from verglas.graph.types import TensorType
+
+__all__ = ["compile", "Function", "asnumpy"]
+
+DEVICES = ("cpu", "cuda")
+MODES = ("fast_run", "fast_compile", "reference")
+
+
+def compile(inputs, outputs, device: str = "cpu", mode: str = "fast_run") -> Function:
+    """Compile the graph from `inputs` to `outputs` into a Function.
+
+    Examples
+    --------
+    >>> import verglas as vg
+    >>> x = vg.tensor("x", shape=(None,), dtype="float64")
+    >>> f = vg.compile([x], vg.exp(x) + 1)
+    >>> f([0.0, 1.0])
+    array([2.        , 3.71828183])
+    """
+    inputs = _check_inputs(inputs)
+    single = isinstance(outputs, Variable)
+    outputs = [outputs] if single else list(outputs)
+    for k, out in enumerate(outputs):
+        if not isinstance(out, Variable):
+            raise TypeError(f"compile: output {k} is {type(out).__name__}, not a variable")
+    if device not in DEVICES:
+        raise ValueError(f"compile: device must be one of {DEVICES}, not {device!r}")
+    if mode not in MODES and not hasattr(mode, "query"):
+        raise ValueError(f"compile: mode must be one of {MODES} or a rewrite Mode, not {mode!r}")
+    names = [v.name or f"input{k}" for k, v in enumerate(inputs)]
+    if mode == "reference":
+        graph = freeze(inputs, outputs)
+    else:
+        graph = _optimize(inputs, outputs, mode)
+    return Function(graph, names, single, device, mode)
+
+
+def _check_inputs(inputs) -> list:
+    if isinstance(inputs, Variable):
+        inputs = [inputs]
+    inputs = list(inputs)
+    for k, var in enumerate(inputs):
+        if not isinstance(var, Variable) or not isinstance(var.type, TensorType):
+            raise TypeError(f"compile: input {k} is {var!r}, not a tensor variable")
+        if isinstance(var, Constant) or var.owner is not None:
+            raise TypeError(f"compile: input {k} ({var!r}) must be a root variable (built by "
+                            f"vg.tensor or vg.scalar), not a constant or a computed value")
+    if len({id(v) for v in inputs}) != len(inputs):
+        raise ValueError("compile: an input variable is listed twice")
+    return inputs
+
+
+def _optimize(inputs, outputs, mode) -> FrozenFunctionGraph:
+    fgraph = FunctionGraph(inputs, outputs, clone=True)
+    try:
+        from verglas.rewrite import rewrite_graph
+    except ImportError:  # the rewrite package is optional until it exists
+        return fgraph.freeze()
+    rewrite_graph(fgraph, mode)
+    return fgraph.freeze()
+
+
+class Function:
+    """A compiled program: call it with arrays; `graph` is the optimized frozen graph."""
+
+    def __init__(self, graph: FrozenFunctionGraph, input_names, single: bool, device: str,
+                 mode):
+        self.graph = graph
+        self.input_names = list(input_names)
+        self.single = single
+        self.device = device
+        self.mode = mode
+        self._build()
+
+    def _build(self):
+        from verglas.reference import ReferenceRunner
+
+        self._runner = ReferenceRunner(self.graph)
+        self.program = None
+
+    # -- the call --------------------------------------------------------------------------
+    def __call__(self, *args):
+        types = self.graph.inputs
+        if len(args) != len(types):
+            raise TypeError(
+                f"Function takes {len(types)} input{'s' if len(types) != 1 else ''} "
+                f"({', '.join(self.input_names)}), got {len(args)}")
+        values = [self._convert(k, var.type, arg) for k, (var, arg) in enumerate(zip(types, args))]
+        outputs = self._runner(values)
+        outputs = _owned(outputs, values)
+        return outputs[0] if self.single else outputs
+
+    def _convert(self, k, ttype, arg):
+        label = f"input {k} ({self.input_names[k]!r})"
+        if hasattr(arg, "__cuda_array_interface__") and not isinstance(arg, np.ndarray):
+            arg = asnumpy(arg)
+        try:
+            return ttype.filter(arg, label)
+        except (TypeError, ValueError):
+            raise
+        except Exception as exc:  # e.g. ragged lists
+            raise TypeError(f"{label}: cannot convert {type(arg).__name__} to an array: {exc}") \
+                from None
+
+    # -- what users inspect --------------------------------------------------------------------
+    def dprint(self, file=None):
+        """Print the optimized graph."""
+        from verglas.graph.printing import dprint
+
+        return dprint(self.graph, file=file)
+
+    def __repr__(self):
+        return (f"Function({', '.join(self.input_names)} -> {len(self.graph.outputs)} outputs, "
+                f"device={self.device!r}, {len(self.graph.toposort())} nodes)")
+
+    # -- pickling: the optimized graph travels; nothing is rewritten again -----------------------
+    def __getstate__(self):
+        return {"graph": self.graph, "input_names": self.input_names, "single": self.single,
+                "device": self.device, "mode": self.mode if isinstance(self.mode, str) else
+                "fast_run"}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._build()
+
+
+def _owned(outputs: list, inputs: list) -> list:
+    """Outputs the caller owns: copies of anything aliasing an input, a constant or another
+    output, and of read-only arrays."""
+    result = []
+    for k, out in enumerate(outputs):
+        out = np.asarray(out)
+        if (not out.flags.writeable or not out.flags.owndata
+                or any(np.may_share_memory(out, a) for a in inputs)
+                or any(np.may_share_memory(out, o) for o in result)):
+            out = out.copy()
+        result.append(out)
+    return result
+
+
+def asnumpy(array) -> np.ndarray:
+    """Any result (numpy or device array) as a numpy array."""
+    if isinstance(array, np.ndarray):
+        return array
+    get = getattr(array, "get", None)
+    if callable(get) and hasattr(array, "__cuda_array_interface__"):
+        return get()
+    if hasattr(array, "copy_to_host"):
+        return array.copy_to_host()
+    return np.asarray(array)

@@ -1,0 +1,450 @@
+"""Scalar ops: one scalar Python implementation each (`impl`, written with `math` so the same
+source compiles under numba CPU and numba.cuda) plus the numpy function that is the reference.
+
+A scalar op knows its output dtypes (numpy 2 rules, derived from the numpy function on empty
+arrays) and its gradient, written with tensor functions (Elemwise lifts it to arrays).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from verglas.graph.op import Op
+
+__all__ = ["ScalarOp", "SCALAR_OPS"]
+
+try:  # the reference erf: scipy's vectorised one when available
+    from scipy.special import erf as _np_erf
+except ImportError:  # pragma: no cover
+    _np_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+class ScalarOp(Op):
+    """An operation on scalars: `impl` (math-based scalar code) and `nfunc` (numpy reference)."""
+
+    nin: int = 1
+    nout: int = 1
+    symbol: str = ""  # infix symbol for printing, when there is one
+    commutative = False
+    associative = False
+
+    op_name: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.op_name or type(self).__name__.lower()
+
+    def nfunc(self, *args):
+        raise NotImplementedError
+
+    def output_dtypes(self, *dtypes) -> tuple[str, ...]:
+        """numpy's result dtypes for inputs of `dtypes` (reference semantics)."""
+        key = (type(self), self._props(), dtypes)
+        cached = _DTYPE_CACHE.get(key)
+        if cached is None:
+            with np.errstate(all="ignore"):
+                out = self.nfunc(*[np.zeros(1, dtype=d) for d in dtypes])
+            outs = out if isinstance(out, tuple) else (out,)
+            cached = tuple(np.asarray(o).dtype.name for o in outs)
+            _DTYPE_CACHE[key] = cached
+        return cached
+
+    def perform_arrays(self, *arrays):
+        """Reference result on numpy arrays (broadcasting), cast to numpy's dtypes."""
+        with np.errstate(all="ignore"):
+            out = self.nfunc(*arrays)
+        return out if isinstance(out, tuple) else (out,)
+
+    def grad(self, inputs, outputs, output_grads):
+        """Gradients as tensor expressions; None where not differentiable."""
+        raise NotImplementedError(f"{self.name} has no gradient")
+
+    def __repr__(self):
+        return self.name if not self.__props__ else super().__repr__()
+
+    def __str__(self):
+        return repr(self)
+
+    def fingerprint_key(self):
+        return ("scalar", type(self).__qualname__) + tuple(repr(p) for p in self._props())
+
+
+_DTYPE_CACHE: dict = {}
+SCALAR_OPS: dict[str, type] = {}
+
+
+def _register(cls):
+    SCALAR_OPS[cls.op_name or cls.__name__.lower()] = cls
+    return cls
+
+
+def _class_name(name: str) -> str:
+    return "".join(part.capitalize() for part in name.strip("_").split("_"))
+
+
+def _tensor_funcs():
+    # Gradients are built with the tensor functions, imported late (they build on Elemwise).
+    from verglas.ops import math as m
+
+    return m
+
+
+def _float_like(g, x):
+    """`g` as the gradient of `x`: zero-size None for integer/bool inputs."""
+    return g if np.dtype(x.dtype).kind in "fc" else None
+
+
+# -- unary ---------------------------------------------------------------------------------------
+class UnaryScalarOp(ScalarOp):
+    nin = 1
+
+
+@_register
+class Neg(UnaryScalarOp):
+    symbol = "-"
+
+    @staticmethod
+    def impl(x):
+        return -x
+
+    def nfunc(self, x):
+        return np.negative(x) if x.dtype != bool else np.logical_not(x)
+
+    def grad(self, inputs, outputs, gz):
+        return [_float_like(-gz[0], inputs[0])]
+
+
+@_register
+class Abs(UnaryScalarOp):
+    @staticmethod
+    def impl(x):
+        return abs(x)
+
+    def nfunc(self, x):
+        return np.abs(x)
+
+    def grad(self, inputs, outputs, gz):
+        m = _tensor_funcs()
+        return [_float_like(gz[0] * m.sign(inputs[0]), inputs[0])]
+
+
+@_register
+class Sign(UnaryScalarOp):
+    @staticmethod
+    def impl(x):
+        return (x > 0) - (x < 0) if x == x else x
+
+    def nfunc(self, x):
+        return np.sign(x) if x.dtype != bool else x.copy()
+
+    def grad(self, inputs, outputs, gz):
+        m = _tensor_funcs()
+        return [_float_like(m.zeros_like(inputs[0]), inputs[0])]
+
+
+def _unary_float(name, nfunc, impl, grad=None):
+    """Define a float unary op whose result dtype follows numpy (ints -> floats)."""
+
+    def _grad(self, inputs, outputs, gz):
+        if grad is None:
+            raise NotImplementedError(f"{name} has no gradient")
+        (x,), (y,), (g,) = inputs, outputs, gz
+        if np.dtype(x.dtype).kind not in "fc":
+            return [None]
+        return [grad(_tensor_funcs(), x, y, g)]
+
+    cls = type(_class_name(name), (UnaryScalarOp,), {
+        "op_name": name,
+        "impl": staticmethod(impl),
+        "nfunc": lambda self, x, _f=nfunc: _f(x),
+        "grad": _grad,
+        "__module__": __name__,
+        "__qualname__": _class_name(name),
+    })
+    return _register(cls)
+
+
+def _sigmoid_impl(x):
+    if x >= 0:
+        return 1.0 / (1.0 + math.exp(-x))
+    e = math.exp(x)
+    return e / (1.0 + e)
+
+
+def _np_sigmoid(x):
+    x = np.asarray(x)
+    dt = np.exp(np.zeros(1, x.dtype)).dtype
+    xf = x.astype(dt)
+    with np.errstate(over="ignore"):
+        e = np.exp(-np.abs(xf))
+        return np.where(xf >= 0, 1 / (1 + e), e / (1 + e)).astype(dt)
+
+
+def _softplus_impl(x):
+    if x > 30.0:
+        return x + math.log1p(math.exp(-x))
+    return math.log1p(math.exp(x))
+
+
+def _np_softplus(x):
+    x = np.asarray(x)
+    dt = np.exp(np.zeros(1, x.dtype)).dtype
+    return np.logaddexp(np.zeros((), dt), x.astype(dt)).astype(dt)
+
+
+def _np_erf_typed(x):
+    x = np.asarray(x)
+    dt = np.exp(np.zeros(1, x.dtype)).dtype
+    return np.asarray(_np_erf(x.astype(dt))).astype(dt)
+
+
+Exp = _unary_float("exp", np.exp, lambda x: math.exp(x), lambda m, x, y, g: g * y)
+Log = _unary_float("log", np.log, lambda x: math.log(x) if x > 0 else (
+    -math.inf if x == 0 else math.nan), lambda m, x, y, g: g / x)
+Log1p = _unary_float("log1p", np.log1p, lambda x: math.log1p(x) if x > -1 else (
+    -math.inf if x == -1 else math.nan), lambda m, x, y, g: g / (1 + x))
+Expm1 = _unary_float("expm1", np.expm1, lambda x: math.expm1(x), lambda m, x, y, g: g * (y + 1))
+Sqrt = _unary_float("sqrt", np.sqrt, lambda x: math.sqrt(x) if x >= 0 else math.nan,
+                    lambda m, x, y, g: g / (2 * y))
+Sin = _unary_float("sin", np.sin, lambda x: math.sin(x), lambda m, x, y, g: g * m.cos(x))
+Cos = _unary_float("cos", np.cos, lambda x: math.cos(x), lambda m, x, y, g: -g * m.sin(x))
+Tan = _unary_float("tan", np.tan, lambda x: math.tan(x),
+                   lambda m, x, y, g: g * (1 + y * y))
+Tanh = _unary_float("tanh", np.tanh, lambda x: math.tanh(x),
+                    lambda m, x, y, g: g * (1 - y * y))
+Sigmoid = _unary_float("sigmoid", _np_sigmoid, _sigmoid_impl,
+                       lambda m, x, y, g: g * y * (1 - y))
+Softplus = _unary_float("softplus", _np_softplus, _softplus_impl,
+                        lambda m, x, y, g: g * m.sigmoid(x))
+Erf = _unary_float("erf", _np_erf_typed, lambda x: math.erf(x),
+                   lambda m, x, y, g: g * (2 / math.sqrt(math.pi)) * m.exp(-x * x))
+Sqr = _unary_float("sqr", np.square, lambda x: x * x, lambda m, x, y, g: g * 2 * x)
+Reciprocal = _unary_float("reciprocal", lambda x: np.divide(1, x), lambda x: 1.0 / x,
+                          lambda m, x, y, g: -g * y * y)
+
+
+def _rounding(name, nfunc, impl):
+    cls = type(_class_name(name), (UnaryScalarOp,), {
+        "op_name": name,
+        "impl": staticmethod(impl),
+        "nfunc": lambda self, x, _f=nfunc: _f(x) if x.dtype != bool else x.copy(),
+        "grad": lambda self, inputs, outputs, gz: [
+            _float_like(_tensor_funcs().zeros_like(inputs[0]), inputs[0])],
+        "__module__": __name__,
+        "__qualname__": _class_name(name),
+    })
+    return _register(cls)
+
+
+Floor = _rounding("floor", np.floor, lambda x: math.floor(x))
+Ceil = _rounding("ceil", np.ceil, lambda x: math.ceil(x))
+
+
+def _predicate(name, nfunc, impl):
+    cls = type(_class_name(name), (UnaryScalarOp,), {
+        "op_name": name,
+        "impl": staticmethod(impl),
+        "nfunc": lambda self, x, _f=nfunc: _f(x),
+        "grad": lambda self, inputs, outputs, gz: [None],
+        "__module__": __name__,
+        "__qualname__": _class_name(name),
+    })
+    return _register(cls)
+
+
+Isnan = _predicate("isnan", np.isnan, lambda x: x != x)
+Isinf = _predicate("isinf", np.isinf, lambda x: x == math.inf or x == -math.inf)
+Invert = _predicate("invert", np.invert, lambda x: ~x)
+
+
+@_register
+class Identity(UnaryScalarOp):
+    @staticmethod
+    def impl(x):
+        return x
+
+    def nfunc(self, x):
+        return x.copy()
+
+    def grad(self, inputs, outputs, gz):
+        return [_float_like(gz[0], inputs[0])]
+
+
+@_register
+class Cast(UnaryScalarOp):
+    """Conversion to `dtype` (numpy's astype, unsafe casting)."""
+
+    __props__ = ("dtype",)
+
+    def __init__(self, dtype):
+        self.dtype = np.dtype(dtype).name
+
+    @property
+    def name(self):
+        return f"cast<{self.dtype}>"
+
+    @staticmethod
+    def impl(x):  # the backend wraps this with the target dtype's constructor
+        return x
+
+    def nfunc(self, x):
+        with np.errstate(all="ignore"):
+            return np.asarray(x).astype(self.dtype)
+
+    def output_dtypes(self, *dtypes):
+        return (self.dtype,)
+
+    def grad(self, inputs, outputs, gz):
+        (x,) = inputs
+        if np.dtype(x.dtype).kind not in "fc" or np.dtype(self.dtype).kind not in "fc":
+            return [None]
+        return [gz[0].astype(x.dtype)]
+
+
+# -- binary --------------------------------------------------------------------------------------
+class BinaryScalarOp(ScalarOp):
+    nin = 2
+
+
+def _binary(name, nfunc, impl, grad=None, symbol="", commutative=False, associative=False):
+    def _grad(self, inputs, outputs, gz):
+        if grad is None:
+            return [None, None]
+        (x, y), (z,), (g,) = inputs, outputs, gz
+        gx, gy = grad(_tensor_funcs(), x, y, z, g)
+        return [_float_like(gx, x) if gx is not None else None,
+                _float_like(gy, y) if gy is not None else None]
+
+    cls = type(_class_name(name), (BinaryScalarOp,), {
+        "op_name": name,
+        "impl": staticmethod(impl),
+        "nfunc": lambda self, x, y, _f=nfunc: _f(x, y),
+        "grad": _grad,
+        "symbol": symbol,
+        "commutative": commutative,
+        "associative": associative,
+        "__module__": __name__,
+        "__qualname__": _class_name(name),
+    })
+    return _register(cls)
+
+
+def _np_add(x, y):
+    return np.logical_or(x, y) if x.dtype == bool and y.dtype == bool else np.add(x, y)
+
+
+def _np_mul(x, y):
+    return np.logical_and(x, y) if x.dtype == bool and y.dtype == bool else np.multiply(x, y)
+
+
+def _np_pow(x, y):
+    if np.dtype(y.dtype).kind in "iu" and np.dtype(x.dtype).kind in "iub" and np.any(y < 0):
+        raise ValueError("pow: integers to negative integer powers are not allowed")
+    return np.power(x, y)
+
+
+def _pow_impl(x, y):
+    return x ** y
+
+
+def _pow_grad(m, x, y, z, g):
+    gx = g * y * m.power(x, y - 1)
+    gy = g * z * m.log(m.where(m.eq(x, 0), 1, x)) if np.dtype(y.dtype).kind in "fc" else None
+    return gx, gy
+
+
+def _maximum_grad(m, x, y, z, g):
+    # ties share the gradient equally, as JAX does
+    wx = m.where(m.gt(x, y), 1.0, m.where(m.eq(x, y), 0.5, 0.0))
+    return g * wx, g * (1 - wx)
+
+
+def _minimum_grad(m, x, y, z, g):
+    wx = m.where(m.lt(x, y), 1.0, m.where(m.eq(x, y), 0.5, 0.0))
+    return g * wx, g * (1 - wx)
+
+
+def _float_max(x, y):
+    if x != x:
+        return x
+    if y != y:
+        return y
+    return x if x >= y else y
+
+
+def _float_min(x, y):
+    if x != x:
+        return x
+    if y != y:
+        return y
+    return x if x <= y else y
+
+
+Add = _binary("add", _np_add, lambda x, y: x + y, lambda m, x, y, z, g: (g, g), "+", True, True)
+Sub = _binary("sub", np.subtract, lambda x, y: x - y, lambda m, x, y, z, g: (g, -g), "-")
+Mul = _binary("mul", _np_mul, lambda x, y: x * y, lambda m, x, y, z, g: (g * y, g * x), "*",
+              True, True)
+TrueDiv = _binary("true_div", np.true_divide, lambda x, y: x / y,
+                  lambda m, x, y, z, g: (g / y, -g * z / y), "/")
+FloorDiv = _binary("floor_div", np.floor_divide, lambda x, y: x // y, None, "//")
+Mod = _binary("mod", np.remainder, lambda x, y: x % y,
+              lambda m, x, y, z, g: (g, -g * m.floor_divide(x, y)), "%")
+Pow = _binary("pow", _np_pow, _pow_impl, _pow_grad, "**")
+Maximum = _binary("maximum", np.maximum, _float_max, _maximum_grad, "", True, True)
+Minimum = _binary("minimum", np.minimum, _float_min, _minimum_grad, "", True, True)
+Lt = _binary("lt", np.less, lambda x, y: x < y, None, "<")
+Le = _binary("le", np.less_equal, lambda x, y: x <= y, None, "<=")
+Gt = _binary("gt", np.greater, lambda x, y: x > y, None, ">")
+Ge = _binary("ge", np.greater_equal, lambda x, y: x >= y, None, ">=")
+Eq = _binary("eq", np.equal, lambda x, y: x == y, None, "==", True)
+Neq = _binary("neq", np.not_equal, lambda x, y: x != y, None, "!=", True)
+And = _binary("and_", np.bitwise_and, lambda x, y: x & y, None, "&", True, True)
+Or = _binary("or_", np.bitwise_or, lambda x, y: x | y, None, "|", True, True)
+Xor = _binary("xor", np.bitwise_xor, lambda x, y: x ^ y, None, "^", True, True)
+
+
+# -- ternary -------------------------------------------------------------------------------------
+@_register
+class Switch(ScalarOp):
+    """where(cond, a, b)."""
+
+    nin = 3
+
+    @staticmethod
+    def impl(c, a, b):
+        return a if c else b
+
+    def nfunc(self, c, a, b):
+        return np.where(c, a, b)
+
+    def output_dtypes(self, c, a, b):
+        return (np.result_type(a, b).name,)
+
+    def grad(self, inputs, outputs, gz):
+        m = _tensor_funcs()
+        c, a, b = inputs
+        (g,) = gz
+        zero = m.zeros_like(g)
+        return [None, _float_like(m.where(c, g, zero), a), _float_like(m.where(c, zero, g), b)]
+
+
+@_register
+class Second(ScalarOp):
+    """second(x, y) = y: broadcasts y to the shape of x (fills)."""
+
+    nin = 2
+
+    @staticmethod
+    def impl(x, y):
+        return y
+
+    def nfunc(self, x, y):
+        return np.broadcast_arrays(x, y)[1].copy()
+
+    def output_dtypes(self, x, y):
+        return (y,)
+
+    def grad(self, inputs, outputs, gz):
+        return [None, _float_like(gz[0], inputs[1])]

@@ -1,5 +1,7 @@
 """verglas: a GPU-targeted array-program compiler for Python."""
 
+__version__ = "0.1.0"
+
 from verglas.function import Function, asnumpy, compile
 from verglas.grad import grad, verify_grad
 from verglas.graph.printing import dprint

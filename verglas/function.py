@@ -38,10 +38,20 @@ def compile(inputs, outputs, device: str = "cpu", mode: str = "fast_run") -> Fun
         raise ValueError(f"compile: mode must be one of {MODES} or a rewrite Mode, not {mode!r}")
     names = [v.name or f"input{k}" for k, v in enumerate(inputs)]
     if mode == "reference":
-        graph = freeze(inputs, outputs)
+        return Function(freeze(inputs, outputs), names, single, device, mode)
+    key = None
+    if device == "cpu" and isinstance(mode, str):
+        from verglas.cpu_backend import cache
+
+        key = cache.cache_key(freeze(inputs, outputs).fingerprint(), mode, device)
+        entry = cache.entry_dir(device, key) / "function.pkl"
+        graph = cache.load_pickle(entry)
+        if not isinstance(graph, FrozenFunctionGraph):
+            graph = _optimize(inputs, outputs, mode)
+            cache.store_pickle(entry, graph)
     else:
         graph = _optimize(inputs, outputs, mode)
-    return Function(graph, names, single, device, mode)
+    return Function(graph, names, single, device, mode, key)
 
 
 def _check_inputs(inputs) -> list:
@@ -73,30 +83,62 @@ class Function:
     """A compiled program: call it with arrays; `graph` is the optimized frozen graph."""
 
     def __init__(self, graph: FrozenFunctionGraph, input_names, single: bool, device: str,
-                 mode):
+                 mode, cache_key: str | None = None):
         self.graph = graph
         self.input_names = list(input_names)
         self.single = single
         self.device = device
         self.mode = mode
+        self.cache_key = cache_key
         self._build()
 
     def _build(self):
         from verglas.reference import ReferenceRunner
 
-        self._runner = ReferenceRunner(self.graph)
-        self.program = None
+        self._specs = [(np.dtype(v.type.dtype), v.type.ndim,
+                        v.type.shape if any(s is not None for s in v.type.shape) else None)
+                       for v in self.graph.inputs]
+        self._contiguous = False
+        if self.mode == "reference":
+            self._runner = ReferenceRunner(self.graph)
+            self.program = None
+            return
+        from verglas.schedule import lower
+
+        self.program = lower(self.graph, tuple(self.input_names))
+        if self.device == "cpu":
+            from verglas.cpu_backend.runtime import build_runner
+
+            self._runner = build_runner(self.program, self.cache_key)
+            self._runner.compile()
+            self._contiguous = True
+        else:
+            from verglas.cuda_backend.runtime import build_runner as build_cuda_runner
+
+            self._runner = build_cuda_runner(self.program, self.cache_key)
 
     # -- the call --------------------------------------------------------------------------
     def __call__(self, *args):
-        types = self.graph.inputs
-        if len(args) != len(types):
-            raise TypeError(
-                f"Function takes {len(types)} input{'s' if len(types) != 1 else ''} "
-                f"({', '.join(self.input_names)}), got {len(args)}")
-        values = [self._convert(k, var.type, arg) for k, (var, arg) in enumerate(zip(types, args))]
+        specs = self._specs
+        if len(args) != len(specs):
+            n = len(specs)
+            raise TypeError(f"Function takes {n} input{'s' if n != 1 else ''} "
+                            f"({', '.join(self.input_names)}), got {len(args)}")
+        values = list(args)
+        for k, (arg, (dtype, ndim, static)) in enumerate(zip(args, specs)):
+            # fast path: an array that already fits (the common case costs a few checks)
+            if (type(arg) is np.ndarray and arg.dtype == dtype and arg.ndim == ndim
+                    and (not self._contiguous or arg.flags.c_contiguous)
+                    and (static is None or all(s is None or s == n
+                                               for s, n in zip(static, arg.shape)))):
+                continue
+            value = self._convert(k, self.graph.inputs[k].type, arg)
+            if self._contiguous and not value.flags.c_contiguous:
+                value = np.ascontiguousarray(value)
+            values[k] = value
         outputs = self._runner(values)
-        outputs = _owned(outputs, values)
+        if self.mode == "reference":
+            outputs = _owned(outputs, values)
         return outputs[0] if self.single else outputs
 
     def _convert(self, k, ttype, arg):
@@ -126,7 +168,7 @@ class Function:
     def __getstate__(self):
         return {"graph": self.graph, "input_names": self.input_names, "single": self.single,
                 "device": self.device, "mode": self.mode if isinstance(self.mode, str) else
-                "fast_run"}
+                "fast_run", "cache_key": self.cache_key}
 
     def __setstate__(self, state):
         self.__dict__.update(state)

@@ -1,0 +1,71 @@
+"""The on-disk cache of compiled programs, keyed by graph fingerprints.
+
+Layout: `<cache dir>/cpu/<key>/` holds `function.pkl` (the optimized graph, so a second
+process skips the rewrites), `program.py` (the generated source, which numba's own cache keys
+its machine code on) and `globals.pkl` (what the source refers to). The directory is
+`$VERGLAS_CACHE_DIR`, else `~/.cache/verglas`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import tempfile
+from pathlib import Path
+
+__all__ = ["cache_dir", "entry_dir", "cache_key", "load_pickle", "store_pickle", "write_atomic"]
+
+FORMAT_VERSION = "1"
+
+
+def cache_dir() -> Path:
+    """The root cache directory (`VERGLAS_CACHE_DIR` overrides the default)."""
+    root = os.environ.get("VERGLAS_CACHE_DIR")
+    return Path(root) if root else Path.home() / ".cache" / "verglas"
+
+
+def cache_key(*parts: str) -> str:
+    """A digest of the parts, the package versions and the cache format."""
+    import numba
+    import numpy as np
+
+    from verglas import __version__
+
+    h = hashlib.sha256()
+    for part in (FORMAT_VERSION, __version__, numba.__version__, np.__version__, *parts):
+        h.update(str(part).encode())
+        h.update(b"\0")
+    return h.hexdigest()[:40]
+
+
+def entry_dir(device: str, key: str) -> Path:
+    return cache_dir() / device / key
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write via a temporary file and rename, so concurrent processes never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def store_pickle(path: Path, obj) -> None:
+    write_atomic(path, pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def load_pickle(path: Path):
+    """The unpickled object, or None when absent or unreadable (a stale or partial entry)."""
+    try:
+        with open(path, "rb") as fh:
+            return pickle.load(fh)
+    except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError,
+            ModuleNotFoundError, TypeError, ValueError):
+        return None

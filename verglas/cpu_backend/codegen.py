@@ -1,0 +1,185 @@
+"""Source generation for the CPU backend: a Program becomes ONE Python function that numba
+compiles as a single unit (one compilation per program, whatever the number of steps)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from verglas.graph.basic import Constant
+
+__all__ = ["Emitter", "ProgramSource", "generate", "INLINE_CONSTANT_LIMIT", "np_dtype"]
+
+INLINE_CONSTANT_LIMIT = 4096  # constants up to this many elements are baked into the code
+
+
+def np_dtype(dtype: str) -> str:
+    """The expression naming numpy dtype `dtype` in generated code."""
+    return "np.bool_" if dtype == "bool" else f"np.{dtype}"
+
+
+class Emitter:
+    """A small line emitter with indentation and one name allocator."""
+
+    def __init__(self):
+        self.lines: list[str] = []
+        self.depth = 1
+        self._counts: dict[str, int] = {}
+
+    def line(self, text: str) -> None:
+        self.lines.append("    " * self.depth + text)
+
+    def fresh(self, prefix: str) -> str:
+        n = self._counts.get(prefix, 0)
+        self._counts[prefix] = n + 1
+        return f"{prefix}{n}"
+
+    def indent(self):
+        emitter = self
+
+        class _Block:
+            def __enter__(self):
+                emitter.depth += 1
+
+            def __exit__(self, *exc):
+                emitter.depth -= 1
+
+        return _Block()
+
+
+class ProgramSource:
+    """What generating a program produces: source text, globals it needs, constant arguments."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.emitter = Emitter()
+        self.globals: dict[str, object] = {}
+        self.imports: set[str] = set()
+        self.arg_constants: list = []  # large constants passed as arguments
+        self.functions: list[str] = []  # extra top-level functions (sub-programs)
+
+    def add_global(self, prefix: str, value, import_line: str | None = None) -> str:
+        """Register a global used by the generated code and return its name."""
+        for name, existing in self.globals.items():
+            if existing is value and name.startswith(prefix):
+                return name
+        name = self.emitter.fresh(prefix)
+        self.globals[name] = value
+        if import_line:
+            self.imports.add(import_line)
+        return name
+
+
+class StepContext:
+    """What a kernel emitter sees: buffer names, static facts, and the source being built."""
+
+    def __init__(self, src: ProgramSource, program, step, names, contiguous, alloc):
+        self.src = src
+        self.em = src.emitter
+        self.program = program
+        self.step = step
+        self.node = step.node
+        self.op = step.node.op
+        self._names = names
+        self._contiguous = contiguous
+        self._alloc = alloc
+
+    def inp(self, i: int) -> str:
+        return self._names[self.step.inputs[i]]
+
+    def out(self, j: int) -> str:
+        return self._names[self.step.outputs[j]]
+
+    def input_var(self, i: int):
+        return self.node.inputs[i]
+
+    def is_contiguous(self, i: int) -> bool:
+        """Whether input `i` is statically known to be C-contiguous."""
+        return self._contiguous[self.step.inputs[i]]
+
+    def constant_value(self, i: int):
+        var = self.node.inputs[i]
+        return var.data if isinstance(var, Constant) else None
+
+    def set_contiguous(self, j: int, value: bool = True) -> None:
+        """Declare whether output `j` (a view) is C-contiguous."""
+        self._contiguous[self.step.outputs[j]] = value
+
+    def alloc(self, j: int, shape_expr: str) -> str:
+        """Emit the allocation of output `j` with tuple expression `shape_expr`."""
+        return self._alloc(self.step.outputs[j], shape_expr)
+
+    def line(self, text: str) -> None:
+        self.em.line(text)
+
+    def fresh(self, prefix: str) -> str:
+        return self.em.fresh(prefix)
+
+    def indent(self):
+        return self.em.indent()
+
+    def raise_(self, exc: str, message: str) -> None:
+        self.em.line(f"raise {exc}({message!r})")
+
+    def helper(self, prefix: str, fn) -> str:
+        return self.src.add_global(prefix, fn)
+
+
+def generate(program, name: str = "program") -> ProgramSource:
+    """The source of one function computing `program` (its kernels registered in kernels.py)."""
+    from verglas.cpu_backend.kernels import emit
+
+    src = ProgramSource(name)
+    em = src.emitter
+    names: dict[int, str] = {}
+    contiguous: dict[int, bool] = {}
+    args = []
+    for k, b in enumerate(program.inputs):
+        names[b] = f"in{k}"
+        contiguous[b] = True  # the runtime passes C-contiguous inputs
+        args.append(names[b])
+    for buf in program.buffers:
+        if buf.kind != "constant":
+            continue
+        data = buf.var.data
+        if data.size <= INLINE_CONSTANT_LIMIT:
+            names[buf.id] = src.add_global("const", np.ascontiguousarray(data))
+        else:
+            names[buf.id] = f"carg{len(src.arg_constants)}"
+            src.arg_constants.append(np.ascontiguousarray(data))
+            args.append(names[buf.id])
+        contiguous[buf.id] = True
+
+    slot_storage: dict[int, str] = {}
+
+    def alloc(bid: int, shape_expr: str) -> str:
+        buf = program.buffers[bid]
+        out = names[bid]
+        slot = program.slots[bid] if program.slots else None
+        if slot is None or slot not in slot_storage:
+            em.line(f"{out} = np.empty({shape_expr}, {np_dtype(buf.dtype)})")
+            if slot is not None:
+                slot_storage[slot] = out
+        else:  # reuse the storage of a dead buffer of the same dtype and size
+            em.line(f"{out} = {slot_storage[slot]}.reshape({shape_expr})")
+        return out
+
+    for step in program.steps:
+        for b in step.outputs:
+            names[b] = f"b{b}"
+            buf = program.buffers[b]
+            contiguous[b] = buf.view_of is None
+        em.line(f"# step {step.index}: {step.node.op}")
+        ctx = StepContext(src, program, step, names, contiguous, alloc)
+        emit(step.node.op, ctx)
+    outs = []
+    seen: set[int] = set()
+    for b in program.outputs:
+        buf = program.buffers[b]
+        owned = buf.kind == "temp" and buf.view_of is None and buf.takes_over is None
+        outs.append(names[b] if owned and b not in seen else f"{names[b]}.copy()")
+        seen.add(b)
+    em.line(f"return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
+    header = f"def {name}({', '.join(args)}):"
+    body = "\n".join([header] + em.lines)
+    src.text = "\n\n".join(src.functions + [body])
+    return src

@@ -1,0 +1,321 @@
+"""CPU kernels: per op class, the code a step contributes to the program function.
+
+`emit(op, ctx)` is a singledispatch function; each registered emitter writes numba-compatible
+lines through the StepContext (see codegen.py). Scalar code for Elemwise (and the scalar graphs
+of Composite) is built by `scalar_expr`, which calls each scalar op's single `impl`, or the
+vectorizable version from vmath where one exists.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numba
+import numpy as np
+
+from verglas.cpu_backend.codegen import np_dtype
+from verglas.graph.basic import Constant
+from verglas.ops import scalar as s
+from verglas.ops.elemwise import DimShuffle, Elemwise
+from verglas.ops.shape import MakeVector, Shape, ShapeI, SumToShape
+
+__all__ = ["emit", "scalar_impl", "literal", "register_helper", "helper_ref", "resolve_helper",
+           "HELPER_REFS"]
+
+HELPER_REFS: dict = {}  # name -> module-level jitted helper used by generated code
+_SCALAR_REFS: dict = {}  # id(jitted scalar impl) -> ("scalar", op name, dtype)
+
+
+def register_helper(fn):
+    """Record a module-level jitted helper so cached programs can find it again by name."""
+    HELPER_REFS[fn.py_func.__name__] = fn
+    return fn
+
+
+def helper_ref(fn):
+    """The importable reference of a jitted scalar implementation, or None."""
+    return _SCALAR_REFS.get(id(fn))
+
+
+def resolve_helper(ref):
+    """The jitted helper a reference names (see helper_ref / register_helper)."""
+    if isinstance(ref, str):
+        return HELPER_REFS[ref]
+    return scalar_impl(*ref[1:])
+
+
+@functools.singledispatch
+def emit(op, ctx) -> None:
+    raise NotImplementedError(f"cpu backend: no kernel for {op} ({type(op).__name__})")
+
+
+# -- scalar code -----------------------------------------------------------------------------
+@functools.lru_cache(maxsize=None)
+def scalar_impl(op_name: str, dtype: str | None = None):
+    """The jitted scalar implementation of scalar op `op_name` (vectorizable one if any)."""
+    if dtype is not None:
+        try:
+            from verglas.cpu_backend.vmath import VMATH
+        except ImportError:  # pragma: no cover - vmath is optional
+            VMATH = {}
+        fast = VMATH.get((op_name, dtype))
+        if fast is not None:
+            _SCALAR_REFS[id(fast)] = ("scalar", op_name, dtype)
+            return fast
+    cls = s.SCALAR_OPS[op_name]
+    fn = numba.njit(cls.impl)
+    _SCALAR_REFS[id(fn)] = ("scalar", op_name, None)
+    return fn
+
+
+def literal(value, dtype: str) -> str:
+    """A typed scalar literal in generated code."""
+    value = np.asarray(value).item()
+    if dtype == "bool":
+        return "True" if value else "False"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return f"{np_dtype(dtype)}(np.nan)"
+        if math.isinf(value):
+            return f"{np_dtype(dtype)}({'-' if value < 0 else ''}np.inf)"
+        return f"{np_dtype(dtype)}({value!r})"
+    return f"{np_dtype(dtype)}({value!r})"
+
+
+def cast_expr(expr: str, dtype: str) -> str:
+    if dtype == "bool":
+        return f"({expr} != 0)"
+    return f"{np_dtype(dtype)}({expr})"
+
+
+def scalar_expr(ctx, sop, args: list[str], arg_dtypes: list[str], out_dtypes) -> list[str]:
+    """Emit the scalar computation of `sop` on expressions `args`; return result names."""
+    inner = getattr(sop, "fgraph", None)
+    if inner is not None:  # Composite: its frozen scalar graph, inlined
+        values = dict(zip(inner.inputs, args))
+        for node in inner.toposort():
+            ins, dts = [], []
+            for v in node.inputs:
+                if isinstance(v, Constant):
+                    ins.append(literal(v.data, v.type.dtype))
+                else:
+                    ins.append(values[v])
+                dts.append(v.type.dtype)
+            outs = scalar_expr(ctx, node.op, ins, dts, [o.type.dtype for o in node.outputs])
+            values.update(zip(node.outputs, outs))
+        return [values[o] if not isinstance(o, Constant) else literal(o.data, o.type.dtype)
+                for o in inner.outputs]
+    (out_dtype,) = out_dtypes
+    name = ctx.fresh("t")
+    if isinstance(sop, s.Cast):
+        expr = args[0]
+    elif isinstance(sop, (s.Neg, s.Invert)) and arg_dtypes[0] == "bool":
+        expr = f"not {args[0]}"
+    elif isinstance(sop, s.Identity):
+        expr = args[0]
+    else:
+        dtype = out_dtype if np.dtype(out_dtype).kind == "f" else None
+        fn = ctx.helper(f"f_{sop.name}_", scalar_impl(sop.name, dtype))
+        expr = f"{fn}({', '.join(args)})"
+    ctx.line(f"{name} = {cast_expr(expr, out_dtype)}")
+    return [name]
+
+
+# -- Elemwise --------------------------------------------------------------------------------
+@register_helper
+@numba.njit(cache=False)
+def _bdim(a, b):
+    """numpy broadcasting of two dimension lengths (-1 when incompatible)."""
+    if a == b or b == 1:
+        return a
+    if a == 1:
+        return b
+    return -1
+
+
+@emit.register(Elemwise)
+def _emit_elemwise(op, ctx) -> None:
+    node = ctx.node
+    ndim = node.outputs[0].ndim
+    out_static = node.outputs[0].type.shape
+    arrays = []  # (input position, name) of inputs read as arrays
+    scalars = {}  # position -> literal for 0-d constants
+    for i, var in enumerate(node.inputs):
+        data = ctx.constant_value(i)
+        if data is not None and data.size == 1 and all(d == 1 for d in var.type.shape):
+            scalars[i] = literal(data.reshape(()), var.type.dtype)
+        else:
+            arrays.append((i, ctx.inp(i)))
+    # output shape with run-time broadcasting checks
+    dims = []
+    bdim = ctx.helper("bdim", _bdim)
+    for axis in range(ndim):
+        if out_static[axis] is not None:
+            dims.append(str(out_static[axis]))
+            continue
+        cands = [f"{name}.shape[{axis}]" for i, name in arrays
+                 if node.inputs[i].type.shape[axis] != 1]
+        d = ctx.fresh("d")
+        ctx.line(f"{d} = {cands[0]}")
+        for c in cands[1:]:
+            ctx.line(f"{d} = {bdim}({d}, {c})")
+        if len(cands) > 1:
+            ctx.line(f"if {d} < 0:")
+            with ctx.indent():
+                ctx.raise_("ValueError", f"{op}: input shapes cannot be broadcast together")
+        dims.append(d)
+    # static dims must still be checked against the run-time shapes of None inputs
+    for axis in range(ndim):
+        if out_static[axis] is None:
+            continue
+        for i, name in arrays:
+            if node.inputs[i].type.shape[axis] is None:
+                ctx.line(f"if {name}.shape[{axis}] != 1 and {name}.shape[{axis}] != "
+                         f"{out_static[axis]}:")
+                with ctx.indent():
+                    ctx.raise_("ValueError", f"{op}: input shapes cannot be broadcast together")
+    shape = "(" + "".join(f"{d}, " for d in dims) + ")"
+    outs = [ctx.alloc(j, shape) for j in range(len(node.outputs))]
+    in_dtypes = [v.type.dtype for v in node.inputs]
+    out_dtypes = [o.type.dtype for o in node.outputs]
+
+    def body(index_of):
+        args = [scalars[i] if i in scalars else index_of(i) for i in range(len(node.inputs))]
+        results = scalar_expr(ctx, op.scalar_op, args, in_dtypes, out_dtypes)
+        for out, res in zip(outs, results):
+            ctx.line(f"{out}{index_of(None)} = {res}")
+
+    names = dict(arrays)
+    if ndim == 0:
+        body(lambda i: "[()]" if i is None else f"{names[i]}[()]")
+        return
+    all_contig = all(ctx.is_contiguous(i) for i, _ in arrays)
+    size = ctx.fresh("n")
+    ctx.line(f"{size} = {' * '.join(dims)}")
+    if all_contig and arrays:
+        same = " and ".join(f"{name}.shape == {shape}" for _, name in arrays)
+        ctx.line(f"if {same}:")
+        flats = {}
+        with ctx.indent():
+            for i, name in arrays:
+                flats[i] = ctx.fresh("f")
+                ctx.line(f"{flats[i]} = {name}.reshape({size})")
+            oflat = [ctx.fresh("fo") for _ in outs]
+            for o, fo in zip(outs, oflat):
+                ctx.line(f"{fo} = {o}.reshape({size})")
+            idx = ctx.fresh("i")
+            ctx.line(f"for {idx} in range({size}):")
+            with ctx.indent():
+                args = [scalars[i] if i in scalars else f"{flats[i]}[{idx}]"
+                        for i in range(len(node.inputs))]
+                results = scalar_expr(ctx, op.scalar_op, args, in_dtypes, out_dtypes)
+                for fo, res in zip(oflat, results):
+                    ctx.line(f"{fo}[{idx}] = {res}")
+        ctx.line("else:")
+        ctx.em.depth += 1
+    views = {}
+    for i, name in arrays:
+        views[i] = ctx.fresh("v")
+        ctx.line(f"{views[i]} = np.broadcast_to({name}, {shape})")
+    loop_vars = [ctx.fresh("i") for _ in range(ndim)]
+    for axis, var in enumerate(loop_vars):
+        ctx.line(f"for {var} in range({dims[axis]}):")
+        ctx.em.depth += 1
+    index = "[" + ", ".join(loop_vars) + "]"
+    body(lambda i: index if i is None else f"{views[i]}{index}")
+    ctx.em.depth -= ndim
+    if all_contig and arrays:
+        ctx.em.depth -= 1
+
+
+# -- views and shapes ------------------------------------------------------------------------
+@emit.register(DimShuffle)
+def _emit_dimshuffle(op, ctx) -> None:
+    x, out = ctx.inp(0), ctx.out(0)
+    kept_sorted = sorted(op.kept)
+    if list(op.kept) == kept_sorted and ctx.is_contiguous(0):
+        # no transpose: a reshape keeps the buffer C-contiguous (and numba's type 'C')
+        for d in op.dropped:
+            ctx.line(f"if {x}.shape[{d}] != 1:")
+            with ctx.indent():
+                ctx.raise_("ValueError", f"{op}: cannot drop an axis whose length is not 1")
+        dims = "".join("1, " if d == "x" else f"{x}.shape[{d}], " for d in op.new_order)
+        ctx.line(f"{out} = {x}.reshape(({dims}))")
+        ctx.set_contiguous(0)
+        return
+    # drop length-1 axes by indexing with 0, transpose the rest, insert new axes with None
+    if op.dropped:
+        for d in op.dropped:
+            ctx.line(f"if {x}.shape[{d}] != 1:")
+            with ctx.indent():
+                ctx.raise_("ValueError", f"{op}: cannot drop an axis whose length is not 1")
+        index = ", ".join("0" if d in op.dropped else ":" for d in range(op.input_ndim))
+        cur = ctx.fresh("v")
+        ctx.line(f"{cur} = {x}[{index}]")
+    else:
+        cur = x
+    perm = tuple(kept_sorted.index(d) for d in op.kept)
+    if perm != tuple(range(len(perm))):
+        nxt = ctx.fresh("v")
+        ctx.line(f"{nxt} = np.transpose({cur}, {perm!r})")
+        cur = nxt
+    if op.inserted:
+        index = ", ".join("None" if d == "x" else ":" for d in op.new_order)
+        ctx.line(f"{out} = {cur}[{index}]")
+    else:
+        ctx.line(f"{out} = {cur}")
+
+
+@emit.register(Shape)
+def _emit_shape(op, ctx) -> None:
+    x = ctx.inp(0)
+    ndim = ctx.input_var(0).ndim
+    items = "".join(f"{x}.shape[{a}], " for a in range(ndim))
+    ctx.line(f"{ctx.out(0)} = np.array(({items}), dtype=np.int64)" if ndim
+             else f"{ctx.out(0)} = np.empty(0, dtype=np.int64)")
+
+
+@emit.register(ShapeI)
+def _emit_shape_i(op, ctx) -> None:
+    ctx.line(f"{ctx.out(0)} = np.array({ctx.inp(0)}.shape[{op.i}], dtype=np.int64)")
+
+
+@emit.register(MakeVector)
+def _emit_make_vector(op, ctx) -> None:
+    items = "".join(f"{ctx.inp(i)}[()], " for i in range(len(ctx.node.inputs)))
+    ctx.line(f"{ctx.out(0)} = np.array(({items}), dtype={np_dtype(op.dtype)})")
+
+
+@register_helper
+@numba.njit(cache=False)
+def _sum_to_shape(g, target, out):
+    # out has g's rank; each g element adds into the element whose broadcast axes are 0
+    for a in range(g.ndim):
+        if target[a] != g.shape[a] and target[a] != 1:
+            raise ValueError("SumToShape: cannot reduce to the requested shape")
+    out[...] = 0
+    gv = np.ascontiguousarray(g).reshape(g.size)
+    ov = out.reshape(out.size)
+    n = g.size
+    for flat in range(n):
+        rem = flat
+        o = 0
+        ostride = 1
+        for a in range(g.ndim - 1, -1, -1):
+            i = rem % g.shape[a]
+            rem //= g.shape[a]
+            if target[a] != 1:
+                o += i * ostride
+            ostride *= target[a]
+        ov[o] += gv[flat]
+
+
+@emit.register(SumToShape)
+def _emit_sum_to_shape(op, ctx) -> None:
+    g, shp = ctx.inp(0), ctx.inp(1)
+    ndim = ctx.input_var(0).ndim
+    shape = "(" + "".join(f"{shp}[{a}], " for a in range(ndim)) + ")"
+    out = ctx.alloc(0, shape)
+    fn = ctx.helper("sum_to_shape", _sum_to_shape)
+    ctx.line(f"{fn}({g}, {shp}, {out})")

@@ -1,0 +1,121 @@
+"""Compiling a generated program with numba and calling it.
+
+The program's source is written to the cache directory as a module and jitted with
+`numba.njit(cache=True)`, so a second process loads machine code instead of compiling. The
+module's globals (constants, jitted helpers) are stored beside it and re-resolved on import.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import pickle
+import sys
+import threading
+
+import numba
+import numpy as np
+
+from verglas.cpu_backend import cache
+from verglas.cpu_backend.codegen import generate
+
+__all__ = ["CPURunner", "build_runner", "JIT_OPTIONS"]
+
+# NaN/Inf semantics must hold, so no 'nnan'/'ninf'; reassociation lets reductions vectorize.
+JIT_OPTIONS = dict(nogil=True, error_model="numpy",
+                   fastmath={"nsz", "arcp", "contract", "reassoc"})
+
+_lock = threading.Lock()
+
+HEADER = "import math\nimport numpy as np\n\n"
+
+
+def _module_text(src) -> str:
+    return HEADER + src.text + "\n"
+
+
+def build_runner(program, key: str | None = None):
+    """A CPURunner for `program`; with a cache `key`, its code is stored and reused on disk."""
+    src = generate(program)
+    text = _module_text(src)
+    if key is None:
+        namespace = dict(src.globals)
+        namespace.update(math=__import__("math"), np=np)
+        exec(compile(text, f"<verglas program {id(program):x}>", "exec"), namespace)
+        jitted = numba.njit(**JIT_OPTIONS)(namespace[src.name])
+        return CPURunner(program, jitted, src.arg_constants, text)
+    directory = cache.entry_dir("cpu", key)
+    path = directory / "program.py"
+    globals_path = directory / "globals.pkl"
+    with _lock:
+        if not path.exists() or path.read_text() != text:
+            cache.write_atomic(globals_path, pickle.dumps(_globals_spec(src.globals)))
+            cache.write_atomic(path, text.encode())
+        module = _import_module(path, key)
+        module.__dict__.update(_resolve_globals(pickle.loads(globals_path.read_bytes())))
+    jitted = numba.njit(cache=True, **JIT_OPTIONS)(getattr(module, src.name))
+    return CPURunner(program, jitted, src.arg_constants, text)
+
+
+def _import_module(path, key):
+    name = f"verglas_program_{key}"
+    module = sys.modules.get(name)
+    if module is not None:
+        return module
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _globals_spec(globals_: dict) -> dict:
+    """Globals as picklable specs: arrays as they are, jitted helpers by importable name."""
+    spec = {}
+    for name, value in globals_.items():
+        if isinstance(value, np.ndarray):
+            spec[name] = ("array", value)
+        else:
+            spec[name] = ("helper", _helper_ref(value))
+    return spec
+
+
+def _helper_ref(dispatcher):
+    from verglas.cpu_backend import kernels
+
+    for key, fn in kernels.HELPER_REFS.items():
+        if fn is dispatcher:
+            return key
+    ref = kernels.helper_ref(dispatcher)
+    if ref is None:
+        raise TypeError(f"cpu backend: helper {dispatcher} has no importable reference")
+    return ref
+
+
+def _resolve_globals(spec: dict) -> dict:
+    from verglas.cpu_backend import kernels
+
+    out = {}
+    for name, (kind, value) in spec.items():
+        out[name] = value if kind == "array" else kernels.resolve_helper(value)
+    return out
+
+
+class CPURunner:
+    """Calls the jitted program with C-contiguous inputs and the constant arguments."""
+
+    def __init__(self, program, jitted, arg_constants, source: str):
+        self.program = program
+        self.jitted = jitted
+        self.arg_constants = tuple(arg_constants)
+        self.source = source
+        types = [numba.typeof(np.empty((0,) * b.ndim, dtype=b.dtype))
+                 for b in (program.buffers[i] for i in program.inputs)]
+        types += [numba.typeof(c) for c in self.arg_constants]
+        self.signature = tuple(types)
+
+    def compile(self) -> None:
+        """Compile (or load from numba's cache) the signature every call uses."""
+        self.jitted.compile(self.signature)
+
+    def __call__(self, args: list) -> list:
+        return list(self.jitted(*args, *self.arg_constants))

@@ -1,0 +1,98 @@
+"""Lowering a frozen graph to a Program: buffers, steps, aliasing, liveness, memory plan."""
+
+from __future__ import annotations
+
+from verglas.graph.basic import Constant
+from verglas.schedule.liveness import liveness
+from verglas.schedule.memory import plan_memory
+from verglas.schedule.program import Buffer, Program, Step
+from verglas.schedule.shapes import ShapeTable
+
+__all__ = ["lower", "is_metadata_step", "inner_graph_of"]
+
+
+def inner_graph_of(op):
+    """The frozen inner graph of an inner-graph op (OpFromGraph, Scan), else None."""
+    if type(op).__name__ in ("OpFromGraph", "Scan"):
+        return getattr(op, "fgraph", None)
+    return None
+
+
+def is_metadata_step(step) -> bool:
+    """Steps that only read shapes or build views: no kernel runs."""
+    name = type(step.node.op).__name__
+    return name in ("Shape", "ShapeI", "DimShuffle") or (
+        name in ("Reshape", "Subtensor") and bool(getattr(step.node.op, "view_map", None)))
+
+
+def lower(graph, input_names=(), _cache=None) -> Program:
+    """The Program of `graph`; inner-graph ops get a sub-Program, one per distinct op."""
+    cache = {} if _cache is None else _cache
+    buffers: list[Buffer] = []
+    index: dict = {}
+
+    def add(var, kind, **kw):
+        index[var] = len(buffers)
+        buffers.append(Buffer(len(buffers), var, var.type.dtype, var.type.ndim, kind, **kw))
+        return index[var]
+
+    inputs = tuple(add(v, "input") for v in graph.inputs)
+    steps = []
+    for k, node in enumerate(graph.toposort()):
+        in_ids = []
+        for var in node.inputs:
+            if var not in index:
+                add(var, "constant")  # the only roots besides inputs
+            in_ids.append(index[var])
+        out_ids = []
+        for j, out in enumerate(node.outputs):
+            view = node.op.view_map.get(j)
+            destroy = node.op.destroy_map.get(j)
+            out_ids.append(add(out, "temp",
+                               view_of=in_ids[view[0]] if view else None,
+                               takes_over=in_ids[destroy[0]] if destroy else None))
+        inner = inner_graph_of(node.op)
+        sub = None
+        if inner is not None:
+            sub = cache.get(node.op)
+            if sub is None:
+                sub = cache[node.op] = lower(inner, (), cache)
+        steps.append(Step(k, node, tuple(in_ids), tuple(out_ids), sub))
+    for var in graph.outputs:
+        if var not in index:  # an output that is a constant
+            add(var, "constant")
+    outputs = tuple(index[v] for v in graph.outputs)
+    out_set = set(outputs)
+    buffers = [b if b.id not in out_set else _replace(b, is_output=True) for b in buffers]
+
+    shapes = ShapeTable(graph, [b.var for b in buffers], input_names)
+    base_of = list(range(len(buffers)))
+    for b in buffers:
+        if b.view_of is not None:
+            base_of[b.id] = base_of[b.view_of]
+        elif b.takes_over is not None:
+            base_of[b.id] = base_of[b.takes_over]
+    live = liveness(len(buffers), steps, outputs, base_of)
+    plannable = [b if b.kind == "temp" and not _aliases_root(b, buffers, base_of)
+                 else _replace(b, view_of=b.view_of if b.view_of is not None else b.id)
+                 for b in buffers]
+    slots, specs = plan_memory(plannable, steps, live, shapes.size_of)
+    return Program(graph, tuple(buffers), tuple(steps), inputs, outputs, shapes, tuple(live),
+                   tuple(slots), tuple(specs), tuple(input_names))
+
+
+def _aliases_root(buf, buffers, base_of) -> bool:
+    """True when `buf` is a view or inplace result whose storage is an input or constant."""
+    if buf.view_of is None and buf.takes_over is None:
+        return False
+    return buffers[base_of[buf.id]].kind != "temp"
+
+
+def _replace(buf: Buffer, **changes) -> Buffer:
+    fields = dict(id=buf.id, var=buf.var, dtype=buf.dtype, ndim=buf.ndim, kind=buf.kind,
+                  view_of=buf.view_of, takes_over=buf.takes_over, is_output=buf.is_output)
+    fields.update(changes)
+    return Buffer(**fields)
+
+
+_ = Constant

@@ -1,0 +1,129 @@
+"""Program: what the scheduler hands to every backend — steps, buffers, aliasing, a memory plan.
+
+A Program is immutable and prints one line per step. Buffer shapes are symbolic: each
+dimension is a variable of one frozen "shape graph" whose inputs are the program's inputs, so
+two buffers of the same size share the very same size variable (hash-consing).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["Buffer", "Step", "Program"]
+
+
+@dataclass(frozen=True, eq=False)
+class Buffer:
+    """One array value of the program."""
+
+    id: int
+    var: object  # the frozen graph variable it holds
+    dtype: str
+    ndim: int
+    kind: str  # "input" | "constant" | "temp"
+    view_of: int | None = None  # buffer whose storage this one views (view_map)
+    takes_over: int | None = None  # buffer whose storage this one overwrites (destroy_map)
+    is_output: bool = False
+
+    @property
+    def itemsize(self) -> int:
+        return np.dtype(self.dtype).itemsize
+
+
+@dataclass(frozen=True, eq=False)
+class Step:
+    """One node to run: reads buffers `inputs`, writes buffers `outputs`."""
+
+    index: int
+    node: object
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+    sub_program: Program | None = None  # inner-graph ops: lowered once per distinct op
+
+
+@dataclass(eq=False)
+class Program:
+    """The scheduled form of a frozen graph, shared by the CPU and CUDA backends."""
+
+    graph: object
+    buffers: tuple[Buffer, ...]
+    steps: tuple[Step, ...]
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+    shapes: object  # verglas.schedule.shapes.ShapeTable
+    live: tuple[tuple[int, int], ...] = ()  # per buffer: (first step, last step)
+    slots: tuple[int | None, ...] = ()  # per buffer: storage slot (None: input/const/view)
+    slot_specs: tuple[tuple[str, object], ...] = ()  # per slot: (dtype, size variable)
+    input_names: tuple[str, ...] = field(default=())
+
+    def buffer_of(self, var) -> Buffer:
+        return self.buffers[self._index[var]]
+
+    def __post_init__(self):
+        self._index = {b.var: b.id for b in self.buffers}
+
+    # -- measurement ---------------------------------------------------------------------------
+    def buffer_shapes(self, input_shapes) -> list[tuple[int, ...] | None]:
+        """Concrete shape of every buffer for the given input shapes (None: value-dependent)."""
+        return self.shapes.evaluate(input_shapes)
+
+    def peak_bytes(self, input_shapes) -> int:
+        """Bytes of intermediate and output storage a call needs, computed without running.
+
+        Storage slots of the memory plan are counted once each (reused buffers share one);
+        inputs and constants are not counted. Raises ValueError when a buffer's size depends on
+        input values rather than shapes.
+        """
+        shapes = self.buffer_shapes(input_shapes)
+        slot_bytes: dict[int, int] = {}
+        for buf, slot in zip(self.buffers, self.slots):
+            if slot is None:
+                continue
+            shape = shapes[buf.id]
+            if shape is None:
+                raise ValueError(f"peak_bytes: the shape of buffer b{buf.id} ({buf.var}) "
+                                 f"depends on input values")
+            nbytes = int(np.prod(shape, dtype=np.int64)) * buf.itemsize
+            slot_bytes[slot] = max(slot_bytes.get(slot, 0), nbytes)
+        return sum(slot_bytes.values())
+
+    def n_kernels(self) -> int:
+        """Steps that launch work (views and shape reads excluded)."""
+        from verglas.schedule.lower import is_metadata_step
+
+        return sum(1 for s in self.steps if not is_metadata_step(s))
+
+    # -- printing ------------------------------------------------------------------------------
+    def buffer_str(self, bid: int) -> str:
+        buf = self.buffers[bid]
+        if buf.kind == "input":
+            name = self.input_names[self.inputs.index(bid)] if self.input_names else f"in{bid}"
+            return name
+        return f"b{bid}"
+
+    def __str__(self):
+        lines = [f"Program: {len(self.steps)} steps, {len(self.buffers)} buffers, "
+                 f"{len(self.slot_specs)} storage slots"]
+        for b in self.inputs:
+            buf = self.buffers[b]
+            lines.append(f"  in   {self.buffer_str(b)}: {buf.dtype}{self.shapes.shape_str(b)}")
+        for step in self.steps:
+            outs = []
+            for b in step.outputs:
+                buf = self.buffers[b]
+                mark = ""
+                if buf.view_of is not None:
+                    mark = f" view({self.buffer_str(buf.view_of)})"
+                elif buf.takes_over is not None:
+                    mark = f" inplace({self.buffer_str(buf.takes_over)})"
+                elif self.slots and self.slots[b] is not None:
+                    mark = f" @s{self.slots[b]}"
+                outs.append(f"{self.buffer_str(b)}: {buf.dtype}{self.shapes.shape_str(b)}{mark}")
+            ins = ", ".join(self.buffer_str(b) if self.buffers[b].kind != "constant"
+                            else f"c{b}" for b in step.inputs)
+            sub = " [sub-program]" if step.sub_program is not None else ""
+            lines.append(f"  {step.index:3d}  {', '.join(outs)} = {step.node.op}({ins}){sub}")
+        lines.append("  out  " + ", ".join(self.buffer_str(b) for b in self.outputs))
+        return "\n".join(lines)

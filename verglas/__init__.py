@@ -15,8 +15,10 @@ from verglas.ops.math import (abs, add, bitwise_and, bitwise_or, bitwise_xor, ca
                               ones_like, power, reciprocal, sigmoid, sign, sin, softplus, sqr,
                               sqrt, sub, tan, tanh, true_divide, where, zeros_like)
 from verglas.ops.nn import log_softmax, logsumexp, softmax
+from verglas.ops.op_from_graph import OpFromGraph
 from verglas.ops.reduce import (all, any, argmax, argmin, cumsum, max, mean, min, prod, std,
                                 sum, var)
+from verglas.ops.scan import scan
 from verglas.ops.shape import (arange, broadcast_to, concatenate, full, ones, reshape, stack,
                                zeros)
 from verglas.ops.variable import as_tensor, constant, scalar, tensor
@@ -32,5 +34,5 @@ __all__ = [
     "zeros_like", "log_softmax", "logsumexp", "softmax", "all", "any", "argmax", "argmin",
     "cumsum", "max", "mean", "min", "prod", "std", "sum", "var", "arange", "broadcast_to",
     "concatenate", "full", "ones", "reshape", "stack", "zeros", "as_tensor", "constant",
-    "scalar", "tensor",
+    "scalar", "tensor", "OpFromGraph", "scan",
 ]

@@ -145,13 +145,15 @@ class Function:
         label = f"input {k} ({self.input_names[k]!r})"
         if hasattr(arg, "__cuda_array_interface__") and not isinstance(arg, np.ndarray):
             arg = asnumpy(arg)
-        try:
-            return ttype.filter(arg, label)
-        except (TypeError, ValueError):
-            raise
-        except Exception as exc:  # e.g. ragged lists
-            raise TypeError(f"{label}: cannot convert {type(arg).__name__} to an array: {exc}") \
-                from None
+        if not isinstance(arg, np.ndarray):
+            try:
+                arg = np.asarray(arg)
+            except Exception as exc:  # e.g. ragged lists
+                raise TypeError(f"{label}: cannot convert {type(arg).__name__} to an array: "
+                                f"{exc}") from None
+            if arg.dtype == object:
+                raise TypeError(f"{label}: cannot convert the value to an array of numbers")
+        return ttype.filter(arg, label)
 
     # -- what users inspect --------------------------------------------------------------------
     def dprint(self, file=None):

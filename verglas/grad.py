@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from verglas.graph.basic import Variable
-from verglas.graph.traversal import toposort
+from verglas.graph.traversal import ancestors, toposort
 
-__all__ = ["grad", "verify_grad", "DisconnectedInputError", "GradientError"]
+__all__ = ["grad", "vjp", "verify_grad", "DisconnectedInputError", "GradientError"]
 
 
 class DisconnectedInputError(ValueError):
@@ -40,16 +40,57 @@ def grad(cost, wrt, disconnected: str = "zero"):
         if not isinstance(w, Variable):
             raise TypeError(f"grad: wrt[{k}] is {type(w).__name__}, not a variable")
 
-    nodes = toposort([cost])
+    grads = _backprop({cost: m.ones_like(cost)}, wrt_list)
+    # connected = the cost depends on it, even if only through non-differentiable ops
+    # (comparisons, floor_divide): those get a zero gradient, never DisconnectedInputError
+    connected = set(ancestors([cost])) if disconnected == "raise" else set()
+    results = []
+    for k, w in enumerate(wrt_list):
+        g = grads.get(w)
+        if g is None or np.dtype(w.dtype).kind not in "fc":
+            if disconnected == "raise" and g is None and w not in connected:
+                raise DisconnectedInputError(
+                    f"grad: the cost does not depend on wrt[{k}] ({w!r})")
+            dtype = w.dtype if np.dtype(w.dtype).kind in "fc" else cost.dtype
+            g = m.zeros_like(w, dtype=dtype)
+        results.append(g)
+    return results[0] if single else results
+
+
+def vjp(outputs, output_grads, wrt) -> list:
+    """Vector-Jacobian product: gradients w.r.t. `wrt` of `outputs` seeded with `output_grads`.
+
+    An entry of `output_grads` may be None (no gradient flows from that output); a `wrt`
+    variable the seeded outputs do not depend on gets None.
+    """
+    from verglas.ops.variable import as_tensor
+
+    seeds: dict = {}
+    for out, g in zip(outputs, output_grads, strict=True):
+        if g is None:
+            continue
+        g = as_tensor(g)
+        seeds[out] = g if out not in seeds else seeds[out] + g
+    grads = _backprop(seeds, list(wrt))
+    return [grads.get(w) for w in wrt]
+
+
+def _backprop(seeds: dict, wrt_list: list) -> dict:
+    """Accumulate gradients from `seeds` (variable -> gradient) back to every variable on a
+    path from `wrt_list` to the seeded variables."""
+    from verglas.ops import math as m
+    from verglas.ops.variable import as_tensor
+
+    nodes = toposort(list(seeds))
     # only nodes that depend on some wrt variable carry gradient towards it
-    reaches = {w for w in wrt_list}
+    reaches = set(wrt_list)
     on_path = []
     for node in nodes:
         if any(i in reaches for i in node.inputs):
             on_path.append(node)
             reaches.update(node.outputs)
 
-    grads: dict = {cost: m.ones_like(cost)}
+    grads: dict = dict(seeds)
     for node in reversed(on_path):
         out_grads = [grads.get(o) for o in node.outputs]
         if all(g is None for g in out_grads):
@@ -70,18 +111,7 @@ def grad(cost, wrt, disconnected: str = "zero"):
                 g = m.cast(g, inp.dtype)
             prev = grads.get(inp)
             grads[inp] = g if prev is None else prev + g
-
-    results = []
-    for k, w in enumerate(wrt_list):
-        g = grads.get(w)
-        if g is None or np.dtype(w.dtype).kind not in "fc":
-            if disconnected == "raise" and g is None:
-                raise DisconnectedInputError(
-                    f"grad: the cost does not depend on wrt[{k}] ({w!r})")
-            dtype = w.dtype if np.dtype(w.dtype).kind in "fc" else cost.dtype
-            g = m.zeros_like(w, dtype=dtype)
-        results.append(g)
-    return results[0] if single else results
+    return grads
 
 
 def verify_grad(fn, point, rng=None, eps: float = 1e-6, rtol: float = 1e-5,
@@ -100,9 +130,10 @@ def verify_grad(fn, point, rng=None, eps: float = 1e-6, rtol: float = 1e-5,
     inputs = [tensor(f"p{i}", shape=p.shape, dtype="float64") for i, p in enumerate(point)]
     out = fn(*inputs)
     if out.ndim:
-        direction = constant(rng.normal(size=[d or 1 for d in out.type.shape])
-                             if None not in out.type.shape else None)
-        out = r.sum(out * direction) if direction is not None else r.sum(out)
+        shape = out.type.shape
+        if None in shape:  # the run-time shape at `point`
+            shape = np.shape(compile(inputs, out, mode=mode)(*point))
+        out = r.sum(out * constant(rng.normal(size=shape)))
     cost_fn = compile(inputs, out, mode=mode)
     grad_fn = compile(inputs, grad(out, inputs), mode=mode)
     symbolic = grad_fn(*point)

@@ -64,7 +64,7 @@ def scalar_impl(op_name: str, dtype: str | None = None):
             _SCALAR_REFS[id(fast)] = ("scalar", op_name, dtype)
             return fast
     cls = s.SCALAR_OPS[op_name]
-    fn = numba.njit(cls.impl)
+    fn = numba.njit(error_model="numpy")(cls.impl)
     _SCALAR_REFS[id(fn)] = ("scalar", op_name, None)
     return fn
 

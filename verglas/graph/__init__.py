@@ -8,6 +8,8 @@ from verglas.graph.frozen import (FrozenApply, FrozenFunctionGraph, NominalVaria
                                   intern_constant, intern_node, intern_table_sizes,
                                   nominal_input)
 from verglas.graph.op import Op, stable_key
+from verglas.graph.printing import dprint
+from verglas.graph.spec import SpecError, check_graph
 from verglas.graph.traversal import ancestors, clone, graph_replace, toposort
 from verglas.graph.types import ScalarType, TensorType, Type, as_dtype
 
@@ -17,5 +19,5 @@ __all__ = [
     "MissingInputError", "FrozenApply", "FrozenFunctionGraph", "NominalVariable", "freeze",
     "intern_constant", "intern_node", "intern_table_sizes", "nominal_input", "Op", "stable_key",
     "ancestors", "clone", "graph_replace", "toposort", "ScalarType", "TensorType", "Type",
-    "as_dtype",
+    "as_dtype", "dprint", "SpecError", "check_graph",
 ]

@@ -71,7 +71,12 @@ class Constant(Variable):
         return self
 
     def __reduce__(self):
-        return (_rebuild_constant, (type(self), self.type, self.data, self.name))
+        # An interned constant (one a frozen node reads) unpickles as the canonical one, so
+        # that a frozen node pickled on its own re-interns to the very same node.
+        from verglas.graph.frozen import is_interned_constant
+
+        return (_rebuild_constant,
+                (type(self), self.type, self.data, self.name, is_interned_constant(self)))
 
     def __repr__(self):
         if self.name is not None:
@@ -84,8 +89,13 @@ class Constant(Variable):
     __str__ = __repr__
 
 
-def _rebuild_constant(cls, type, data, name):
-    return cls(type, data, name)
+def _rebuild_constant(cls, type, data, name, interned=False):
+    const = cls(type, data, name)
+    if interned:
+        from verglas.graph.frozen import intern_constant
+
+        const = intern_constant(const)
+    return const
 
 
 def _frozen_output(node, index):

@@ -18,6 +18,32 @@ class MissingInputError(ValueError):
     """The outputs depend on root variables that are neither inputs nor constants."""
 
 
+class _Clients(list):
+    """The clients of one variable: a list whose `remove` is O(1) (the last client takes the
+    removed one's slot), so detaching the uses of a variable with many clients (a shared
+    constant, a graph input) is not quadratic. Only FunctionGraph mutates it."""
+
+    __slots__ = ("_pos",)
+
+    def __init__(self, clients=()):
+        super().__init__(clients)
+        self._pos = {c: i for i, c in enumerate(clients)}
+
+    def append(self, client) -> None:
+        self._pos[client] = len(self)
+        list.append(self, client)
+
+    def remove(self, client) -> None:
+        i = self._pos.pop(client)
+        last = list.pop(self)
+        if i < len(self):
+            self[i] = last
+            self._pos[last] = i
+
+    def __reduce__(self):
+        return (_Clients, (list(self),))
+
+
 class FunctionGraph:
     """A graph between `inputs` and `outputs` that tracks clients and hosts Features.
 
@@ -44,7 +70,7 @@ class FunctionGraph:
             raise ValueError("FunctionGraph: an input is given twice")
         self.inputs: list[Variable] = inputs
         self.outputs: list[Variable] = []
-        self.clients: dict[Variable, list] = {v: [] for v in inputs}
+        self.clients: dict[Variable, list] = {v: _Clients() for v in inputs}
         self.apply_nodes: set = set()
         self.variables: set = set(inputs)
         self.features: list[Feature] = []
@@ -131,24 +157,29 @@ class FunctionGraph:
             for i, inp in enumerate(node.inputs):
                 if inp not in self.variables:
                     self.variables.add(inp)
-                    self.clients.setdefault(inp, [])
+                    self.clients.setdefault(inp, _Clients())
                 self.clients[inp].append((node, i))
             for out in node.outputs:
                 self.variables.add(out)
-                self.clients.setdefault(out, [])
+                self.clients.setdefault(out, _Clients())
             self.execute_callbacks("on_import", node, reason)
         if var not in self.variables:  # a root: a constant
             self.variables.add(var)
-            self.clients.setdefault(var, [])
+            self.clients.setdefault(var, _Clients())
 
     def _remove_client(self, var: Variable, client, reason) -> None:
         """Drop one use of `var`; prune its owner when nothing uses its outputs any more."""
         stack = [(var, client)]
+        inputs = None  # a set, built once a pruning candidate needs it (graphs of many inputs)
         while stack:
             v, c = stack.pop()
             uses = self.clients[v]
             uses.remove(c)
-            if uses or v in self.inputs:
+            if uses:
+                continue
+            if inputs is None:
+                inputs = set(self.inputs)
+            if v in inputs:
                 continue
             node = v.owner
             if node is None:

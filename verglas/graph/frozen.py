@@ -16,14 +16,14 @@ import weakref
 from verglas.graph.basic import Constant, Node, Variable
 from verglas.graph.fg import FunctionGraph, MissingInputError
 from verglas.graph.op import stable_key
-from verglas.graph.traversal import toposort
 
 __all__ = ["FrozenApply", "NominalVariable", "FrozenFunctionGraph", "freeze", "intern_node",
-           "nominal_input", "intern_constant", "intern_table_sizes"]
+           "nominal_input", "intern_constant", "is_interned_constant", "intern_table_sizes"]
 
 _NODES: dict = {}  # key -> weakref to the FrozenApply
 _NOMINALS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 _CONSTANTS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+_GRAPHS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
 
 def intern_table_sizes() -> tuple[int, int, int]:
@@ -120,6 +120,11 @@ def intern_constant(constant: Constant) -> Constant:
         return existing
     _CONSTANTS[constant._key] = constant
     return constant
+
+
+def is_interned_constant(constant: Constant) -> bool:
+    """Whether `constant` is the canonical interned constant for its type and value."""
+    return _CONSTANTS.get(constant._key) is constant
 
 
 def freeze(inputs, outputs, dedup_nodes: bool = True) -> FrozenFunctionGraph:
@@ -222,6 +227,17 @@ class FrozenFunctionGraph:
 
     @classmethod
     def _make(cls, inputs, outputs, nodes, dedup_nodes):
+        """The canonical graph with these inputs and outputs (built by `_new` if none)."""
+        # Graphs are interned too: two equal graphs are one object, so == is `is` whatever the
+        # number of inputs and outputs (a live graph holds them: their ids stay valid).
+        key = (dedup_nodes, len(inputs), *map(id, inputs), *map(id, outputs))
+        self = _GRAPHS.get(key)
+        if self is None:
+            self = _GRAPHS[key] = cls._new(inputs, outputs, nodes, dedup_nodes)
+        return self
+
+    @classmethod
+    def _new(cls, inputs, outputs, nodes, dedup_nodes):
         self = object.__new__(cls)
         set_ = object.__setattr__
         set_(self, "inputs", inputs)
@@ -317,7 +333,10 @@ class FrozenFunctionGraph:
                                node.position)).encode())
                 for out in node.outputs:
                     index[out] = len(index)
-            out_refs = [index.get(v, ("c", stable_key(v.type), repr(getattr(v, "data", None))))
+            # An output that is a constant is keyed by its bytes, like a constant input (a
+            # repr would be truncated for large arrays).
+            out_refs = [index[v] if v in index else
+                        ("c", stable_key(v.type), hashlib.sha256(v.data.tobytes()).hexdigest())
                         for v in self.outputs]
             h.update(repr(("outputs", out_refs)).encode())
             object.__setattr__(self, "_fingerprint", h.hexdigest())

@@ -7,11 +7,11 @@ from collections.abc import Sequence
 
 from verglas.graph.basic import Node, Variable
 from verglas.graph.fg import FunctionGraph
-from verglas.graph.frozen import FrozenFunctionGraph
+from verglas.graph.frozen import FrozenFunctionGraph, NominalVariable
 
 __all__ = ["dprint"]
 
-_TEE, _ELBOW, _PIPE, _BLANK = " ├─ ", " └─ ", " │  ", "    "
+_TEE, _ELBOW, _PIPE, _BLANK = "├─ ", "└─ ", "│  ", "   "
 
 
 def dprint(obj, file=None, print_type: bool = False) -> str:
@@ -37,7 +37,7 @@ def dprint(obj, file=None, print_type: bool = False) -> str:
         lines += ["", f"{op} [id {printer.node_id(node)}]"]
         inner_order = {n: k for k, n in enumerate(graph.toposort())}
         for var in graph.outputs:
-            printer.tree(var, lines, inner_order, root_prefix=" ← ", child_prefix="   ")
+            printer.tree(var, lines, inner_order, root_prefix=" ← ", child_prefix="    ")
     text = "\n".join(lines) + "\n"
     if file != "str":
         (sys.stdout if file is None else file).write(text)
@@ -91,7 +91,9 @@ class _Printer:
 
     def label(self, var: Variable, order: dict) -> str:
         node = var.owner
-        if node is None:
+        if isinstance(var, NominalVariable):
+            text = repr(var)  # i0, i1, ...: already unique within a graph
+        elif node is None:
             text = f"{var!r} [id {self.node_id(var)}]"
         else:
             op = node.op
@@ -110,7 +112,7 @@ class _Printer:
         return text
 
     def tree(self, root: Variable, lines: list, order: dict, root_prefix: str = "",
-             child_prefix: str = "") -> None:
+             child_prefix: str = " ") -> None:
         # Iterative (deep graphs print without hitting the recursion limit).
         stack = [(root, root_prefix, child_prefix)]
         while stack:
@@ -135,10 +137,10 @@ class _Printer:
 
 
 def _letters(n: int) -> str:
-    """0 -> A, 25 -> Z, 26 -> BA, ... (base 26, shortest names first)."""
+    """0 -> A, 25 -> Z, 26 -> AA, ... (bijective base 26: shortest names first)."""
     out = ""
-    while True:
-        n, r = divmod(n, 26)
+    n += 1
+    while n:
+        n, r = divmod(n - 1, 26)
         out = chr(65 + r) + out
-        if n == 0:
-            return out
+    return out

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from verglas.graph.basic import Apply, Constant, Variable
+from verglas.graph.basic import Apply, Variable
 
 __all__ = ["ancestors", "toposort", "variables_and_orphans", "clone", "graph_replace",
            "apply_nodes"]
@@ -82,19 +82,15 @@ def clone(inputs: Sequence[Variable], outputs: Sequence[Variable], memo: dict | 
     for var in inputs:
         memo.setdefault(var, var.clone() if copy_inputs else var)
     for node in toposort(outputs, inputs):
-        new_inputs = [memo.get(v) or _root_copy(v, memo) for v in node.inputs]
-        new = Apply(node.op, new_inputs, [o.type for o in node.outputs])
+        # Roots that are not inputs (constants) are shared; `memo.get(v, v)` rather than
+        # `memo.get(v) or v`, since symbolic variables refuse truth tests.
+        new = Apply(node.op, [memo.get(v, v) for v in node.inputs],
+                    [o.type for o in node.outputs])
         for old, nv in zip(node.outputs, new.outputs):
             nv.name = old.name
             memo[old] = nv
-    new_outputs = [memo.get(v) or _root_copy(v, memo) for v in outputs]
+    new_outputs = [memo.get(v, v) for v in outputs]
     return [memo[v] for v in inputs], new_outputs, memo
-
-
-def _root_copy(var: Variable, memo: dict) -> Variable:
-    new = var if isinstance(var, Constant) else var
-    memo[var] = new
-    return new
 
 
 def graph_replace(outputs: Sequence[Variable], replace: dict) -> list[Variable]:

@@ -21,7 +21,7 @@ def shape_str(shape) -> str:
 
 
 def broadcast_static_shape(shapes, op_name: str) -> tuple:
-    """numpy broadcasting of static shapes (None unknown); ValueError naming the op if impossible."""
+    """numpy broadcasting of static shapes (None: unknown); ValueError naming the op if not."""
     ndim = max((len(s) for s in shapes), default=0)
     padded = [(1,) * (ndim - len(s)) + tuple(s) for s in shapes]
     out = []
@@ -43,19 +43,38 @@ def broadcast_static_shape(shapes, op_name: str) -> tuple:
 
 
 class Elemwise(Op):
-    """`scalar_op` applied elementwise with numpy broadcasting (inputs of equal ndim)."""
+    """`scalar_op` applied elementwise with numpy broadcasting (inputs of equal ndim).
 
-    __props__ = ("scalar_op",)
+    `inplace_pattern`: pairs `(output, input)`; each such output is written into that input's
+    buffer (same dtype and shape), which the op then destroys. Only the inplace rewrite sets it.
+    """
 
-    def __init__(self, scalar_op: ScalarOp):
+    __props__ = ("scalar_op", "inplace_pattern")
+
+    def __init__(self, scalar_op: ScalarOp, inplace_pattern=()):
         if not isinstance(scalar_op, ScalarOp):
             raise TypeError(f"Elemwise: {scalar_op!r} is not a ScalarOp")
         self.scalar_op = scalar_op
+        pattern = tuple((int(o), int(i)) for o, i in inplace_pattern)
+        outs, ins = [o for o, _ in pattern], [i for _, i in pattern]
+        if (len(set(outs)) != len(outs) or len(set(ins)) != len(ins)
+                or any(not 0 <= o < scalar_op.nout for o in outs)
+                or any(not 0 <= i < scalar_op.nin for i in ins)):
+            raise ValueError(f"Elemwise: invalid inplace pattern {inplace_pattern!r} for "
+                             f"{scalar_op}")
+        self.inplace_pattern = pattern
+        if pattern:  # an instance attribute: the class default stays the empty map
+            self.destroy_map = {o: [i] for o, i in pattern}
 
     def __repr__(self):
+        if self.inplace_pattern:
+            marks = ",".join(f"{o}<-{i}" for o, i in self.inplace_pattern)
+            return f"Elemwise{{{self.scalar_op}, inplace={marks}}}"
         return f"Elemwise{{{self.scalar_op}}}"
 
     def fingerprint_key(self):
+        if self.inplace_pattern:
+            return ("Elemwise", self.scalar_op.fingerprint_key(), self.inplace_pattern)
         return ("Elemwise", self.scalar_op.fingerprint_key())
 
     def make_node(self, *inputs):
@@ -68,6 +87,10 @@ class Elemwise(Op):
                   for i in inputs]
         shape = broadcast_static_shape([i.type.shape for i in inputs], str(self))
         dtypes = sop.output_dtypes(*[i.dtype for i in inputs])
+        for o, i in self.inplace_pattern:
+            if inputs[i].dtype != dtypes[o]:
+                raise TypeError(f"{self}: output {o} of dtype {dtypes[o]} cannot overwrite "
+                                f"input {i} of dtype {inputs[i].dtype}")
         return Apply(self, inputs, [TensorType(d, shape) for d in dtypes])
 
     def perform(self, node, inputs, outputs):
@@ -88,6 +111,13 @@ class Elemwise(Op):
             if res.shape != shape:
                 res = np.broadcast_to(res, shape).copy()
             storage[0] = res
+        for o, i in self.inplace_pattern:  # results are computed: now overwrite the inputs
+            target = inputs[i]
+            if target.shape != shape:
+                raise ValueError(f"{self}: input {i} of shape {target.shape} cannot hold the "
+                                 f"output of shape {shape}")
+            target[...] = outputs[o][0]
+            outputs[o][0] = target
 
     def infer_shape(self, fgraph, node, input_shapes):
         from verglas.ops import math as m
@@ -204,7 +234,7 @@ class DimShuffle(Op):
     def L_op(self, inputs, outputs, output_grads):
         from verglas.ops import reduce as r
 
-        (x,), (g,) = inputs, output_grads
+        (g,) = output_grads
         if self.inserted:
             g = r.sum(g, self.inserted)
         # now g has axes self.kept in that order; put them back and re-insert dropped axes
@@ -277,26 +307,53 @@ def squeeze(x, axis=None) -> Variable:
 def elemwise(scalar_op: ScalarOp, *args) -> Variable | list:
     """Apply `scalar_op` elementwise; Python scalars are weak (NEP 50): they take the dtype the
     array operands give them."""
-    tensors = [a for a in args if isinstance(a, Variable)]
-    if len(tensors) < len(args):
-        tensor_dtypes = [np.dtype(t.dtype) for t in tensors]
-        converted = []
-        for a in args:
-            if isinstance(a, Variable):
-                converted.append(a)
-            elif is_python_scalar(a) and tensor_dtypes:
-                converted.append(constant(_weak_scalar(a, tensor_dtypes), None))
-            else:
-                converted.append(as_tensor(a))
-        args = converted
-    return Elemwise(scalar_op)(*args)
+    if all(isinstance(a, Variable) for a in args):
+        return Elemwise(scalar_op)(*args)
+    tensor_dtypes = [np.dtype(a.dtype) for a in args if isinstance(a, Variable)]
+    loop = _loop_dtypes(scalar_op, args) if tensor_dtypes else None
+    converted = []
+    for k, a in enumerate(args):
+        if isinstance(a, Variable):
+            converted.append(a)
+        elif is_python_scalar(a) and tensor_dtypes:
+            dtype = None if loop is None else loop[k]
+            converted.append(constant(_weak_scalar(a, tensor_dtypes, scalar_op, dtype), None))
+        else:
+            converted.append(as_tensor(a))
+    return Elemwise(scalar_op)(*converted)
 
 
-def _weak_scalar(value, dtypes):
-    """The numpy scalar a weak Python scalar becomes next to arrays of `dtypes` (NEP 50)."""
-    dtype = np.result_type(*dtypes, value)
+def _loop_dtypes(scalar_op, args):
+    """The input dtypes of the numpy loop that `scalar_op`'s ufunc picks for `args` (Python
+    scalars weak), or None when the op has no ufunc or numpy finds no loop."""
+    ufunc = scalar_op.ufunc
+    if ufunc is None:
+        return None
+    given = []
+    for a in args:
+        if isinstance(a, Variable):
+            given.append(np.dtype(a.dtype))
+        elif isinstance(a, bool) or not is_python_scalar(a):
+            given.append(np.asarray(a).dtype)
+        else:
+            given.append(type(a) if type(a) in (int, float, complex) else np.asarray(a).dtype)
+    try:
+        return ufunc.resolve_dtypes(tuple(given) + (None,) * ufunc.nout)[:ufunc.nin]
+    except (TypeError, ValueError):  # no loop: make_node reports it, naming the op
+        return None
+
+
+def _weak_scalar(value, dtypes, scalar_op=None, dtype=None):
+    """The numpy scalar a weak Python scalar becomes next to arrays of `dtypes` (NEP 50), or in
+    numpy's loop of input `dtype` when known (true_divide(uint8, -1) computes in float64)."""
+    dtype = np.result_type(*dtypes, value) if dtype is None else np.dtype(dtype)
     if dtype.kind in "iu":
         info = np.iinfo(dtype)
         if not info.min <= value <= info.max:
-            raise OverflowError(f"Python integer {value} out of bounds for {dtype}")
+            if not getattr(scalar_op, "comparison", False):
+                raise OverflowError(f"Python integer {value} out of bounds for {dtype}")
+            # numpy 2 compares an out-of-range Python int exactly (x_int8 == 1000 is False):
+            # give the constant a dtype that holds it
+            strong = np.asarray(value).dtype
+            dtype = np.result_type(dtype, strong) if strong.kind != "O" else np.dtype("float64")
     return np.asarray(value, dtype=dtype)

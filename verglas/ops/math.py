@@ -6,6 +6,7 @@ import builtins
 
 import numpy as np
 
+from verglas.graph.basic import Variable
 from verglas.ops import scalar as s
 from verglas.ops.elemwise import elemwise
 from verglas.ops.variable import as_tensor
@@ -64,10 +65,6 @@ for _name in __all__:
         _f.__doc__ = f"Elementwise {_name} (numpy semantics)."
 
 
-def _is_bool(x) -> bool:
-    return isinstance(x, bool) or getattr(x, "dtype", None) == "bool"
-
-
 def logical_and(x, y):
     """Elementwise logical and (inputs converted to bool)."""
     return bitwise_and(cast(x, "bool"), cast(y, "bool"))
@@ -94,7 +91,8 @@ def cast(x, dtype):
 
 def where(cond, x, y):
     """Elements of `x` where `cond` holds, else of `y` (broadcast)."""
-    if not _is_bool(cond):
+    cond = as_tensor(cond)  # never a weak scalar: a Python bool stays a bool
+    if cond.dtype != "bool":
         cond = neq(cond, 0)
     return elemwise(_op(s.Switch), cond, x, y)
 
@@ -117,6 +115,10 @@ def full_like(x, value, dtype=None):
     """An array of `value` with the shape of `x` (dtype of `x` unless given)."""
     x = as_tensor(x)
     dtype = x.dtype if dtype is None else np.dtype(dtype).name
+    if isinstance(value, Variable):
+        if value.ndim != 0:
+            raise ValueError(f"full_like: the fill value must be 0-d, got ndim {value.ndim}")
+        return second(x, cast(value, dtype))
     return second(x, as_tensor(np.asarray(value, dtype=dtype)))
 
 

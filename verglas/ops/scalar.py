@@ -29,6 +29,8 @@ class ScalarOp(Op):
     symbol: str = ""  # infix symbol for printing, when there is one
     commutative = False
     associative = False
+    comparison = False  # numpy compares out-of-range Python ints exactly instead of overflowing
+    ufunc = None  # the numpy ufunc with these semantics: it types weak Python scalars (NEP 50)
 
     op_name: str = ""
 
@@ -44,8 +46,12 @@ class ScalarOp(Op):
         key = (type(self), self._props(), dtypes)
         cached = _DTYPE_CACHE.get(key)
         if cached is None:
-            with np.errstate(all="ignore"):
-                out = self.nfunc(*[np.zeros(1, dtype=d) for d in dtypes])
+            try:
+                with np.errstate(all="ignore"):
+                    out = self.nfunc(*[np.zeros(1, dtype=d) for d in dtypes])
+            except TypeError as exc:  # numpy has no loop for these dtypes
+                raise TypeError(f"{self.name}: not supported for dtypes "
+                                f"{', '.join(dtypes)} ({exc})") from None
             outs = out if isinstance(out, tuple) else (out,)
             cached = tuple(np.asarray(o).dtype.name for o in outs)
             _DTYPE_CACHE[key] = cached
@@ -110,7 +116,7 @@ class Neg(UnaryScalarOp):
         return -x
 
     def nfunc(self, x):
-        return np.negative(x) if x.dtype != bool else np.logical_not(x)
+        return np.negative(x)  # numpy refuses bools (TypeError): so do we
 
     def grad(self, inputs, outputs, gz):
         return [_float_like(-gz[0], inputs[0])]
@@ -137,7 +143,7 @@ class Sign(UnaryScalarOp):
         return (x > 0) - (x < 0) if x == x else x
 
     def nfunc(self, x):
-        return np.sign(x) if x.dtype != bool else x.copy()
+        return np.sign(x)  # numpy refuses bools (TypeError): so do we
 
     def grad(self, inputs, outputs, gz):
         m = _tensor_funcs()
@@ -229,7 +235,7 @@ def _rounding(name, nfunc, impl):
     cls = type(_class_name(name), (UnaryScalarOp,), {
         "op_name": name,
         "impl": staticmethod(impl),
-        "nfunc": lambda self, x, _f=nfunc: _f(x) if x.dtype != bool else x.copy(),
+        "nfunc": lambda self, x, _f=nfunc: _f(x),  # numpy 2: ints and bools keep their dtype
         "grad": lambda self, inputs, outputs, gz: [
             _float_like(_tensor_funcs().zeros_like(inputs[0]), inputs[0])],
         "__module__": __name__,
@@ -308,7 +314,8 @@ class BinaryScalarOp(ScalarOp):
     nin = 2
 
 
-def _binary(name, nfunc, impl, grad=None, symbol="", commutative=False, associative=False):
+def _binary(name, nfunc, impl, grad=None, symbol="", commutative=False, associative=False,
+            comparison=False, ufunc=None):
     def _grad(self, inputs, outputs, gz):
         if grad is None:
             return [None, None]
@@ -325,6 +332,8 @@ def _binary(name, nfunc, impl, grad=None, symbol="", commutative=False, associat
         "symbol": symbol,
         "commutative": commutative,
         "associative": associative,
+        "comparison": comparison,
+        "ufunc": ufunc if ufunc is not None else (nfunc if isinstance(nfunc, np.ufunc) else None),
         "__module__": __name__,
         "__qualname__": _class_name(name),
     })
@@ -382,24 +391,25 @@ def _float_min(x, y):
     return x if x <= y else y
 
 
-Add = _binary("add", _np_add, lambda x, y: x + y, lambda m, x, y, z, g: (g, g), "+", True, True)
+Add = _binary("add", _np_add, lambda x, y: x + y, lambda m, x, y, z, g: (g, g), "+", True, True,
+              ufunc=np.add)
 Sub = _binary("sub", np.subtract, lambda x, y: x - y, lambda m, x, y, z, g: (g, -g), "-")
 Mul = _binary("mul", _np_mul, lambda x, y: x * y, lambda m, x, y, z, g: (g * y, g * x), "*",
-              True, True)
+              True, True, ufunc=np.multiply)
 TrueDiv = _binary("true_div", np.true_divide, lambda x, y: x / y,
                   lambda m, x, y, z, g: (g / y, -g * z / y), "/")
 FloorDiv = _binary("floor_div", np.floor_divide, lambda x, y: x // y, None, "//")
 Mod = _binary("mod", np.remainder, lambda x, y: x % y,
               lambda m, x, y, z, g: (g, -g * m.floor_divide(x, y)), "%")
-Pow = _binary("pow", _np_pow, _pow_impl, _pow_grad, "**")
+Pow = _binary("pow", _np_pow, _pow_impl, _pow_grad, "**", ufunc=np.power)
 Maximum = _binary("maximum", np.maximum, _float_max, _maximum_grad, "", True, True)
 Minimum = _binary("minimum", np.minimum, _float_min, _minimum_grad, "", True, True)
-Lt = _binary("lt", np.less, lambda x, y: x < y, None, "<")
-Le = _binary("le", np.less_equal, lambda x, y: x <= y, None, "<=")
-Gt = _binary("gt", np.greater, lambda x, y: x > y, None, ">")
-Ge = _binary("ge", np.greater_equal, lambda x, y: x >= y, None, ">=")
-Eq = _binary("eq", np.equal, lambda x, y: x == y, None, "==", True)
-Neq = _binary("neq", np.not_equal, lambda x, y: x != y, None, "!=", True)
+Lt = _binary("lt", np.less, lambda x, y: x < y, None, "<", comparison=True)
+Le = _binary("le", np.less_equal, lambda x, y: x <= y, None, "<=", comparison=True)
+Gt = _binary("gt", np.greater, lambda x, y: x > y, None, ">", comparison=True)
+Ge = _binary("ge", np.greater_equal, lambda x, y: x >= y, None, ">=", comparison=True)
+Eq = _binary("eq", np.equal, lambda x, y: x == y, None, "==", True, comparison=True)
+Neq = _binary("neq", np.not_equal, lambda x, y: x != y, None, "!=", True, comparison=True)
 And = _binary("and_", np.bitwise_and, lambda x, y: x & y, None, "&", True, True)
 Or = _binary("or_", np.bitwise_or, lambda x, y: x | y, None, "|", True, True)
 Xor = _binary("xor", np.bitwise_xor, lambda x, y: x ^ y, None, "^", True, True)

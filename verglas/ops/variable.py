@@ -30,6 +30,7 @@ class TensorVariable(Variable):
     """A symbolic array: numpy-like operators build graph nodes."""
 
     __slots__ = ()
+    __array_ufunc__ = None  # numpy array (op) variable defers to our reflected operators
 
     # arithmetic
     def __add__(self, other): return _m().add(self, other)
@@ -47,7 +48,11 @@ class TensorVariable(Variable):
     def __pow__(self, other): return _m().power(self, other)
     def __rpow__(self, other): return _m().power(other, self)
     def __neg__(self): return _m().neg(self)
-    def __pos__(self): return self
+    def __pos__(self):
+        if self.dtype == "bool":  # as numpy's positive
+            raise TypeError(f"positive: not supported for dtype bool ({self!r})")
+        return self
+
     def __abs__(self): return _m().abs(self)
     def __invert__(self): return _m().invert(self)
     def __and__(self, other): return _m().bitwise_and(self, other)

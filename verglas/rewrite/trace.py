@@ -14,7 +14,7 @@ import sys
 import time
 import warnings
 
-__all__ = ["RewriteError", "RewriteCycleError", "RewriteWarning", "RewriteProfile", "Tracer"]
+__all__ = ["RewriteCycleError", "RewriteError", "RewriteProfile", "RewriteWarning", "Tracer"]
 
 
 class RewriteError(Exception):
@@ -113,7 +113,8 @@ class Tracer:
         if trace == "profile":
             return cls(profile=RewriteProfile(), strict=strict)
         if trace not in (True, False):
-            raise ValueError(f"trace must be None, a bool, 'profile' or a RewriteProfile: {trace!r}")
+            raise ValueError(f"trace must be None, a bool, 'profile' or a RewriteProfile, "
+                             f"not {trace!r}")
         return cls(echo=trace, strict=strict)
 
     def _print(self, text: str) -> None:

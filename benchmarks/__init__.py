@@ -1,0 +1,1 @@
+"""The verglas benchmark suite: programs run side by side with numpy, PyTensor, JAX, cupy."""

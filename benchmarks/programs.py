@@ -1,0 +1,225 @@
+"""The benchmark programs, each written once against a numpy-like namespace `m`.
+
+A program body takes the namespace (numpy, jax.numpy, pytensor.tensor, verglas, cupy, each
+completed with `softmax` and `logsumexp` in peers.py) and its inputs, and returns one output
+or a list of them. `wrt` asks for the gradients of the first (scalar) output with respect to
+those inputs; frameworks without autodiff (numpy, cupy) run the hand-written `reference`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+SEED = 20240509
+
+
+@dataclass(frozen=True)
+class Case:
+    """One measured variant of a program: inputs, body, optional gradient."""
+
+    program: str
+    label: str
+    names: tuple[str, ...]
+    data: Callable[[np.random.Generator], list[np.ndarray]]
+    body: Callable
+    wrt: tuple[int, ...] = ()
+    reference: Callable | None = None      # (m, *arrays) -> outputs, for numpy and cupy
+    tags: tuple[str, ...] = ()             # "overhead": report per-call microseconds
+
+    def make_inputs(self) -> list[np.ndarray]:
+        """The inputs, generated with the fixed seed."""
+        return self.data(np.random.default_rng(SEED))
+
+
+def _size_label(n: int) -> str:
+    """`10000000` -> `1e7` (exact powers of ten), else the integer."""
+    exp = len(str(n)) - 1
+    return f"1e{exp}" if n == 10**exp else str(n)
+
+
+# --- bodies -----------------------------------------------------------------------------------
+
+def ew_chain(m, x):
+    """A fusible elementwise chain."""
+    return m.exp(m.sin(x) * 2 + m.cos(x) ** 2) / (1 + m.abs(x))
+
+
+def softmax(m, x):
+    """Softmax along the last axis."""
+    return m.softmax(x, axis=-1)
+
+
+def logsumexp(m, x):
+    """Log-sum-exp along axis 1."""
+    return m.logsumexp(x, axis=1)
+
+
+def full_sum(m, x):
+    """A plain full reduction."""
+    return m.sum(x)
+
+
+def add_one(m, x):
+    """The smallest program: per-call overhead."""
+    return x + 1
+
+
+def twenty_kernels(m, x):
+    """Ten (reduce, elementwise) pairs: twenty kernels when nothing fuses across reductions."""
+    for _ in range(10):
+        x = m.tanh(x) + m.max(x)
+    return x
+
+
+def big_graph(m, x, *a):
+    """The sum of `len(a)` terms `a_i * sin(x + i)`: thousands of nodes."""
+    acc = a[0] * m.sin(x)
+    for i in range(1, len(a)):
+        acc = acc + a[i] * m.sin(x + i)
+    return acc
+
+
+def mlp_loss(m, x, t, w1, b1, w2, b2, w3, b3):
+    """Mean squared error of a tanh MLP with a linear output layer."""
+    h1 = m.tanh(x @ w1 + b1)
+    h2 = m.tanh(h1 @ w2 + b2)
+    out = h2 @ w3 + b3
+    return m.mean((out - t) ** 2)
+
+
+def mlp_backprop(m, x, t, w1, b1, w2, b2, w3, b3):
+    """Hand-written loss and gradients of `mlp_loss` (for numpy and cupy)."""
+    h1 = m.tanh(x @ w1 + b1)
+    h2 = m.tanh(h1 @ w2 + b2)
+    diff = h2 @ w3 + b3 - t
+    loss = m.mean(diff**2)
+    d3 = diff * (2 / diff.size)
+    d2 = (d3 @ w3.T) * (1 - h2 * h2)
+    d1 = (d2 @ w2.T) * (1 - h1 * h1)
+    return [loss, x.T @ d1, m.sum(d1, axis=0), h1.T @ d2, m.sum(d2, axis=0),
+            h2.T @ d3, m.sum(d3, axis=0)]
+
+
+# --- cases per program --------------------------------------------------------------------------
+
+def _normal(shape, dtype, scale=1.0):
+    """A data maker for one normal array."""
+    return lambda rng: [(rng.standard_normal(shape) * scale).astype(dtype)]
+
+
+def _ew_chain(device: str, quick: bool) -> list[Case]:
+    sizes = [10_000] if quick else [10**8] if device == "cuda" else [10**6, 10**7]
+    dtypes = ["float32"] if device == "cuda" else ["float32", "float64"]
+    return [Case("ew_chain", f"ew_chain[{_size_label(n)},{dt[0]}{dt[-2:]}]", ("x",),
+                 _normal((n,), dt), ew_chain) for n in sizes for dt in dtypes]
+
+
+def _softmax(device: str, quick: bool) -> list[Case]:
+    n = 100 if quick else 4096 if device == "cuda" else 1000
+    return [Case("softmax", f"softmax[{n}x{n}]", ("x",), _normal((n, n), "float32"), softmax)]
+
+
+def _logsumexp(device: str, quick: bool) -> list[Case]:
+    shape = (256, 64) if quick else (4096, 512)
+    return [Case("logsumexp", f"logsumexp[{shape[0]}x{shape[1]}]", ("x",),
+                 _normal(shape, "float32"), logsumexp)]
+
+
+def _sum(device: str, quick: bool) -> list[Case]:
+    n = 100_000 if quick else 10**8 if device == "cuda" else 10**7
+    # uniform [0, 1): no cancellation, so float32 results agree to 1e-4 whatever the order
+    def data(rng):
+        return [rng.random(n, dtype=np.float32)]
+
+    return [Case("sum", f"sum[{_size_label(n)}]", ("x",), data, full_sum)]
+
+
+def _call_overhead(device: str, quick: bool) -> list[Case]:
+    return [Case("call_overhead", "call_overhead[4,f64]", ("x",), _normal((4,), "float64"),
+                 add_one, tags=("overhead",))]
+
+
+def _launch_overhead(device: str, quick: bool) -> list[Case]:
+    return [Case("launch_overhead", "launch_overhead[20 kernels,1024]", ("x",),
+                 _normal((1024,), "float32", 0.1), twenty_kernels, tags=("overhead",))]
+
+
+def _big_graph(device: str, quick: bool, terms: int | None = None) -> list[Case]:
+    terms = terms or (50 if quick else 500)
+    n = 1000 if quick else 10_000
+
+    def data(rng):
+        return [rng.standard_normal(n), *(np.asarray(v) for v in rng.standard_normal(terms))]
+
+    names = ("x", *(f"a_{i}" for i in range(terms)))
+    return [Case("big_graph", f"big_graph[{terms} terms,{n}]", names, data, big_graph)]
+
+
+def mlp_sizes(device: str, quick: bool) -> tuple[int, list[int]]:
+    """Batch and layer widths (input, hidden..., output)."""
+    if quick:
+        return 32, [64, 64, 64, 10]
+    if device == "cuda":
+        return 4096, [4096, 4096, 4096, 10]
+    return 256, [512, 512, 512, 10]
+
+
+def _mlp_data(batch: int, widths: list[int]):
+    """Inputs x, target t, then (w, b) per layer, scaled so tanh stays out of saturation."""
+    def data(rng):
+        out = [rng.standard_normal((batch, widths[0])), rng.standard_normal((batch, widths[-1]))]
+        for fan_in, fan_out in itertools.pairwise(widths):
+            out.append(rng.standard_normal((fan_in, fan_out)) / np.sqrt(fan_in))
+            out.append(rng.standard_normal(fan_out) * 0.1)
+        return [a.astype("float32") for a in out]
+    return data
+
+
+MLP_NAMES = ("x", "t", "w1", "b1", "w2", "b2", "w3", "b3")
+
+
+def _mlp(device: str, quick: bool, grad: bool) -> list[Case]:
+    batch, widths = mlp_sizes(device, quick)
+    name = "mlp_grad" if grad else "mlp_fwd"
+    label = f"{name}[{batch},{'-'.join(map(str, widths))}]"
+    if grad:
+        return [Case(name, label, MLP_NAMES, _mlp_data(batch, widths), mlp_loss,
+                     wrt=tuple(range(2, 8)), reference=mlp_backprop)]
+    return [Case(name, label, MLP_NAMES, _mlp_data(batch, widths), mlp_loss)]
+
+
+PROGRAMS: dict[str, Callable[[str, bool], list[Case]]] = {
+    "ew_chain": _ew_chain,
+    "softmax": _softmax,
+    "logsumexp": _logsumexp,
+    "mlp_fwd": lambda device, quick: _mlp(device, quick, grad=False),
+    "mlp_grad": lambda device, quick: _mlp(device, quick, grad=True),
+    "call_overhead": _call_overhead,
+    "launch_overhead": _launch_overhead,
+    "sum": _sum,
+    "big_graph": _big_graph,
+}
+
+# run-time programs of a default run; big_graph is mostly a compile-time program (PyTensor
+# NUMBA takes minutes to compile its 500-input fused loop), run with --programs all
+DEFAULT = {
+    "cpu": ["ew_chain", "softmax", "logsumexp", "mlp_fwd", "mlp_grad", "call_overhead", "sum"],
+    "cuda": ["ew_chain", "sum", "softmax", "logsumexp", "mlp_fwd", "mlp_grad", "call_overhead",
+             "launch_overhead"],
+}
+
+# compile-time programs, measured in fresh subprocesses (benchmarks/compile_probe.py)
+COMPILE_PROGRAMS = ["ew_chain", "softmax", "mlp_grad", "big_graph"]
+
+
+def cases(names: list[str], device: str, quick: bool) -> list[Case]:
+    """All cases of the named programs, in order."""
+    unknown = [n for n in names if n not in PROGRAMS]
+    if unknown:
+        raise SystemExit(f"unknown program(s): {', '.join(unknown)}; "
+                         f"known: {', '.join(PROGRAMS)}")
+    return [case for name in names for case in PROGRAMS[name](device, quick)]

@@ -1,0 +1,1 @@
+"""CPU backend: one numba-jitted function per program."""

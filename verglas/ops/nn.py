@@ -1,0 +1,55 @@
+"""softmax, log_softmax and logsumexp as compositions of elementwise ops and reductions
+(numerically stable: the maximum is subtracted first), so fusion can work on them."""
+
+from __future__ import annotations
+
+from verglas.graph.basic import Variable
+from verglas.ops import math as m
+from verglas.ops.reduce import max as vmax
+from verglas.ops.reduce import normalize_axis
+from verglas.ops.reduce import sum as vsum
+from verglas.ops.variable import as_tensor
+
+__all__ = ["softmax", "log_softmax", "logsumexp"]
+
+
+def _float(x):
+    x = as_tensor(x)
+    return x if x.dtype.startswith(("float", "complex")) else m.cast(x, "float64")
+
+
+def _shift(x, axes):
+    """The per-slice maximum, replaced by 0 where it is not finite (as scipy's logsumexp):
+    all -inf stays -inf rather than becoming nan."""
+    top = vmax(x, axes, keepdims=True)
+    return m.where(m.isinf(top), 0, top)
+
+
+def logsumexp(x, axis=None, keepdims: bool = False) -> Variable:
+    """log(sum(exp(x))) over `axis`, without overflow; its gradient is softmax."""
+    x = _float(x)
+    axes = normalize_axis(axis, x.ndim, "logsumexp")
+    shift = _shift(x, axes)
+    total = vsum(m.exp(x - shift), axes, keepdims=True)
+    out = m.log(total) + shift
+    if not keepdims:
+        from verglas.ops.elemwise import squeeze
+
+        out = squeeze(out, axes)
+    return out
+
+
+def softmax(x, axis=-1) -> Variable:
+    """exp(x) / sum(exp(x)) along `axis`, computed after subtracting the maximum."""
+    x = _float(x)
+    axes = normalize_axis(axis, x.ndim, "softmax")
+    e = m.exp(x - _shift(x, axes))
+    return e / vsum(e, axes, keepdims=True)
+
+
+def log_softmax(x, axis=-1) -> Variable:
+    """x - logsumexp(x) along `axis`, computed after subtracting the maximum."""
+    x = _float(x)
+    axes = normalize_axis(axis, x.ndim, "log_softmax")
+    shifted = x - _shift(x, axes)
+    return shifted - m.log(vsum(m.exp(shifted), axes, keepdims=True))

@@ -1,0 +1,67 @@
+"""Inplace: an elementwise output overwrites an input that nothing reads afterwards.
+
+The last phase before compile freezes the graph. It attaches a DestroyHandler (inputs and
+constants are protected; see verglas/graph/destroy.py) and, for each Elemwise node in
+topological order, tries its inputs of the output's dtype and provably equal run-time shape:
+the first replacement the handler accepts is kept, a rejected one is reverted. A graph with
+inplace nodes must be frozen with `dedup_nodes=False` (compile does so), since two identical
+inplace nodes own distinct buffers.
+
+Tagged "fast_run" only: "fast_compile" allocates every result.
+"""
+
+from __future__ import annotations
+
+from verglas.graph import Apply, Constant, InconsistencyError, ReplaceValidate
+from verglas.graph.destroy import DestroyHandler
+from verglas.ops.elemwise import Elemwise
+from verglas.rewrite.engine import graph_rewriter
+from verglas.rewrite.fusion import dim_keys
+from verglas.rewrite.registry import register
+
+__all__ = ["elemwise_inplace", "guard_inplace"]
+
+
+def guard_inplace(fgraph) -> None:
+    """Attach what validated inplace replacements need (a DestroyHandler, ReplaceValidate)."""
+    if not any(isinstance(f, ReplaceValidate) for f in fgraph.features):
+        fgraph.attach_feature(ReplaceValidate())
+    if not any(isinstance(f, DestroyHandler) for f in fgraph.features):
+        fgraph.attach_feature(DestroyHandler())
+
+
+def _candidate(fgraph, var, out, memo) -> bool:
+    """Cheap necessary conditions for `out` to overwrite `var` (the handler decides)."""
+    if var.owner is None or isinstance(var, Constant) or var.dtype != out.dtype:
+        return False  # roots are graph inputs or constants: protected
+    if any(client == "output" for client, _ in fgraph.clients[var]):
+        return False
+    return dim_keys(var, memo) == dim_keys(out, memo)
+
+
+@register(phase="inplace", tags=("fast_run",))
+@graph_rewriter
+def elemwise_inplace(fgraph) -> None:
+    """Make Elemwise outputs overwrite dead inputs of the same dtype and shape."""
+    guard_inplace(fgraph)
+    memo: dict = {}
+    alive = fgraph.apply_nodes
+    for node in fgraph.toposort():
+        if node not in alive or type(node.op) is not Elemwise or node.op.inplace_pattern:
+            continue
+        pattern: list = []
+        for j in range(len(node.outputs)):
+            out = node.outputs[j]
+            for i, var in enumerate(node.inputs):
+                if any(i == k for _, k in pattern) or not _candidate(fgraph, var, out, memo):
+                    continue
+                trial = pattern + [(j, i)]
+                op = Elemwise(node.op.scalar_op, tuple(trial))
+                new = Apply(op, node.inputs, [o.type for o in node.outputs])
+                try:
+                    fgraph.replace_all_validate(list(zip(node.outputs, new.outputs)),
+                                                reason="elemwise_inplace")
+                except InconsistencyError:
+                    continue
+                pattern, node = trial, new
+                break

@@ -55,7 +55,10 @@ def probe(program: str, framework: str, device: str, quick: bool, cache: str | N
     out: dict = {"program": program, "framework": framework, "pid": os.getpid()}
     try:
         fw = {f.name: f for f in peers.frameworks(device)}[framework]
-        reason = fw.unavailable()
+        try:
+            reason = fw.unavailable()
+        except Exception as exc:  # noqa: BLE001 -- a broken import is "unavailable" too
+            reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
         if reason:
             return {**out, "unavailable": reason}
         if cache and framework == "jax":

@@ -40,7 +40,6 @@ class Framework:
     """One column of the table: builds a zero-argument runner for a case."""
 
     name = ""
-    autodiff = True
 
     def unavailable(self) -> str | None:
         """Why this framework cannot run here, or None."""
@@ -68,8 +67,6 @@ class Framework:
 
 class Eager(Framework):
     """numpy (CPU) or cupy (GPU): the program run op by op."""
-
-    autodiff = False
 
     def __init__(self, module: str):
         self.name = module

@@ -88,7 +88,8 @@ def machine(device: str) -> dict:
 def versions() -> dict:
     """Installed versions of python and the libraries under test."""
     found = {"python": sys.version.split()[0]}
-    for dist in ("numpy", "numba", "llvmlite", "pytensor", "jax", "jaxlib", "cupy", "verglas"):
+    for dist in ("numpy", "numba", "llvmlite", "numba-cuda", "pytensor", "jax", "jaxlib", "cupy",
+                 "verglas"):
         try:
             found[dist] = importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:

@@ -7,7 +7,6 @@ import gc
 import sys
 import time
 import traceback
-from collections import Counter
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
@@ -80,6 +79,14 @@ class Progress:
         if self.bar is not None:
             self.bar.update()
             self.bar.close()
+
+
+def unavailable(fw: peers.Framework) -> str | None:
+    """`fw.unavailable()`, with a broken import reported instead of raised."""
+    try:
+        return fw.unavailable()
+    except Exception as exc:  # noqa: BLE001 -- e.g. verglas half-written: a cell, not a crash
+        return f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
 
 
 def _error(exc: BaseException) -> dict:
@@ -182,16 +189,17 @@ def bandwidth_table(results: list[dict], names: list[str], copies: dict):
 
 def notes(results: list[dict], compiles: list[dict]) -> list[str]:
     """Errors, mismatches and unavailable frameworks, deduplicated."""
-    seen = Counter()
+    seen: dict[tuple, list[str]] = {}
     for r in results + compiles:
         status = r.get("status") or ("unavailable" if "unavailable" in r else
                                      "error" if "error" in r else "ok")
         if status == "ok":
             continue
         msg = r.get("error") or r.get("unavailable")
-        seen[(status.upper(), r["framework"], msg)] += 1
-    return [f"{status} {fw}: {msg}" + (f"  [{n} cells]" if n > 1 else "")
-            for (status, fw, msg), n in seen.items()]
+        where = r.get("case") or f"compile {r['program']} {r.get('state', '')}".strip()
+        seen.setdefault((status.upper(), r["framework"], msg), []).append(where)
+    return [f"{status} {fw} [{', '.join(where) if len(where) < 3 else f'{len(where)} cells'}]: "
+            f"{msg}" for (status, fw, msg), where in seen.items()]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -206,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     cases = programs.cases(names, device, args.quick)
     fws = peers.frameworks(device)
-    reasons = {fw.name: fw.unavailable() for fw in fws}
+    reasons = {fw.name: unavailable(fw) for fw in fws}
     fw_names = [fw.name for fw in fws]
     n_compile = 2 * len(programs.COMPILE_PROGRAMS) * len(compile_times.FRAMEWORKS[device])
     progress = Progress(len(cases) * len(fws) + (n_compile if want_compile else 0))

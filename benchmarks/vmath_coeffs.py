@@ -38,7 +38,10 @@ def main() -> None:
     # erfc(x) = exp(-x^2) * G(x) for 1 <= x <= 6, one fit per piece in t in [-1, 1].
     for a, b in ((1, 2), (2, 3.5), (3.5, 6)):
         mid, half = mp.mpf(a + b) / 2, mp.mpf(b - a) / 2
-        g = lambda t, mid=mid, half=half: mp.erfc(mid + half * t) * mp.exp((mid + half * t) ** 2)
+
+        def g(t, mid=mid, half=half):
+            return mp.erfc(mid + half * t) * mp.exp((mid + half * t) ** 2)
+
         print(f"ERFC_{a}_{b} =", fit(g, -1, 1, 14))
 
 

@@ -76,7 +76,9 @@ def _optimize(inputs, outputs, mode) -> FrozenFunctionGraph:
     except ImportError:  # the rewrite package is optional until it exists
         return fgraph.freeze()
     rewrite_graph(fgraph, mode)
-    return fgraph.freeze()
+    # inplace nodes own their buffers: identical twins must not be interned into one node
+    inplace = any(node.op.destroy_map for node in fgraph.apply_nodes)
+    return fgraph.freeze(dedup_nodes=not inplace)
 
 
 class Function:

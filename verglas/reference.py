@@ -30,6 +30,10 @@ class ReferenceRunner:
         for var, k in last_use.items():
             if var.owner is not None and var not in keep:
                 self.free_after[k].append(var)
+        # inputs an inplace op overwrites, when they are intermediates (graph inputs and
+        # constants stay read-only, so an op destroying one fails loudly)
+        self.destroyed = [[i for ins in node.op.destroy_map.values() for i in ins
+                           if node.inputs[i].owner is not None] for node in self.nodes]
 
     def __call__(self, args: list) -> list:
         values: dict = {}
@@ -39,6 +43,9 @@ class ReferenceRunner:
             values[var] = view
         for k, node in enumerate(self.nodes):
             inputs = [values[v] if not isinstance(v, Constant) else v.data for v in node.inputs]
+            for i in self.destroyed[k]:
+                if not inputs[i].flags.writeable:  # e.g. a broadcast view: overwrite a copy
+                    inputs[i] = inputs[i].copy()
             storage = [[None] for _ in node.outputs]
             node.op.perform(node, inputs, storage)
             for var, (value,) in zip(node.outputs, storage):

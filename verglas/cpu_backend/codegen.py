@@ -54,8 +54,23 @@ class ProgramSource:
         self.emitter = Emitter()
         self.globals: dict[str, object] = {}
         self.imports: set[str] = set()
-        self.arg_constants: list = []  # large constants passed as arguments
+        self.arg_constants: list | None = []  # large constants passed as arguments
         self.functions: list[str] = []  # extra top-level functions (sub-programs)
+        self.jit_names: list[str] = []  # names of those functions, callees first
+        self.sub_functions: dict[int, str] = {}  # id(sub-program) -> its function's name
+
+    def child(self, name: str) -> ProgramSource:
+        """A source for one extra function sharing this one's globals and name allocator.
+
+        Its constants all become globals (a sub-program's function takes only its inputs).
+        """
+        child = ProgramSource(name)
+        child.emitter._counts = self.emitter._counts
+        child.globals, child.imports = self.globals, self.imports
+        child.arg_constants = None
+        child.functions, child.jit_names = self.functions, self.jit_names
+        child.sub_functions = self.sub_functions
+        return child
 
     def add_global(self, prefix: str, value, import_line: str | None = None) -> str:
         """Register a global used by the generated code and return its name."""
@@ -123,12 +138,29 @@ class StepContext:
     def helper(self, prefix: str, fn) -> str:
         return self.src.add_global(prefix, fn)
 
+    def sub_function(self, sub_program) -> str:
+        """The name of the function computing `sub_program`, generated once per program.
 
-def generate(program, name: str = "program") -> ProgramSource:
-    """The source of one function computing `program` (its kernels registered in kernels.py)."""
+        It takes the sub-program's inputs (C-contiguous arrays) and returns a tuple of its
+        outputs, each an array it owns.
+        """
+        name = self.src.sub_functions.get(id(sub_program))
+        if name is None:
+            name = self.src.emitter.fresh("sub")
+            self.src.sub_functions[id(sub_program)] = name
+            generate(sub_program, name, parent=self.src)
+        return name
+
+
+def generate(program, name: str = "program", parent: ProgramSource | None = None
+             ) -> ProgramSource:
+    """The source of one function computing `program` (its kernels registered in kernels.py).
+
+    With a `parent`, the function is added to the parent's extra functions (a sub-program).
+    """
     from verglas.cpu_backend.kernels import emit
 
-    src = ProgramSource(name)
+    src = ProgramSource(name) if parent is None else parent.child(name)
     em = src.emitter
     names: dict[int, str] = {}
     contiguous: dict[int, bool] = {}
@@ -141,7 +173,7 @@ def generate(program, name: str = "program") -> ProgramSource:
         if buf.kind != "constant":
             continue
         data = buf.var.data
-        if data.size <= INLINE_CONSTANT_LIMIT:
+        if data.size <= INLINE_CONSTANT_LIMIT or src.arg_constants is None:
             names[buf.id] = src.add_global("const", np.ascontiguousarray(data))
         else:
             names[buf.id] = f"carg{len(src.arg_constants)}"
@@ -154,6 +186,9 @@ def generate(program, name: str = "program") -> ProgramSource:
     def alloc(bid: int, shape_expr: str) -> str:
         buf = program.buffers[bid]
         out = names[bid]
+        if buf.takes_over is not None:  # inplace: write into the destroyed input's storage
+            em.line(f"{out} = {names[buf.takes_over]}")
+            return out
         slot = program.slots[bid] if program.slots else None
         if slot is None or slot not in slot_storage:
             em.line(f"{out} = np.empty({shape_expr}, {np_dtype(buf.dtype)})")
@@ -181,5 +216,8 @@ def generate(program, name: str = "program") -> ProgramSource:
     em.line(f"return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
     header = f"def {name}({', '.join(args)}):"
     body = "\n".join([header] + em.lines)
+    if parent is not None:
+        src.functions.append(body)
+        src.jit_names.append(name)
     src.text = "\n\n".join(src.functions + [body])
     return src

@@ -51,10 +51,14 @@ def emit(op, ctx) -> None:
 
 
 # -- scalar code -----------------------------------------------------------------------------
+# vmath's pow is not exact on integer powers (3.0**2 != 9.0): keep the libm one.
+_EXACT_ONLY = frozenset({"pow"})
+
+
 @functools.lru_cache(maxsize=None)
 def scalar_impl(op_name: str, dtype: str | None = None):
     """The jitted scalar implementation of scalar op `op_name` (vectorizable one if any)."""
-    if dtype is not None:
+    if dtype is not None and op_name not in _EXACT_ONLY:
         try:
             from verglas.cpu_backend.vmath import VMATH
         except ImportError:  # pragma: no cover - vmath is optional
@@ -137,17 +141,109 @@ def _bdim(a, b):
 @emit.register(Elemwise)
 def _emit_elemwise(op, ctx) -> None:
     node = ctx.node
-    ndim = node.outputs[0].ndim
-    out_static = node.outputs[0].type.shape
     arrays = []  # (input position, name) of inputs read as arrays
-    scalars = {}  # position -> literal for 0-d constants
+    scalars = {}  # position -> literal for one-element constants
     for i, var in enumerate(node.inputs):
         data = ctx.constant_value(i)
         if data is not None and data.size == 1 and all(d == 1 for d in var.type.shape):
             scalars[i] = literal(data.reshape(()), var.type.dtype)
         else:
             arrays.append((i, ctx.inp(i)))
-    # output shape with run-time broadcasting checks
+    modes = _broadcast_modes(ctx, arrays)
+    if all(m != "unknown" for mode in modes.values() for m in mode):
+        _emit_elemwise_proven(op, ctx, arrays, scalars, modes)
+    else:
+        _emit_elemwise_generic(op, ctx, arrays, scalars)
+
+
+def _broadcast_modes(ctx, arrays) -> dict:
+    """Per array input and axis: 'full' (its dim is provably the output's), 'bcast' (statically
+    1 where the output is not) or 'unknown' (only known at run time)."""
+    shapes = ctx.program.shapes
+    out_dims = shapes.dims_of(ctx.step.outputs[0])
+    out_static = ctx.node.outputs[0].type.shape
+    modes = {}
+    for i, _ in arrays:
+        in_dims = shapes.dims_of(ctx.step.inputs[i])
+        in_static = ctx.node.inputs[i].type.shape
+        mode = []
+        for k, (a, b) in enumerate(zip(in_dims, out_dims)):
+            if a is b or (in_static[k] is not None and in_static[k] == out_static[k]):
+                mode.append("full")
+            elif in_static[k] == 1:
+                mode.append("bcast")
+            else:
+                mode.append("unknown")
+        modes[i] = mode
+    return modes
+
+
+def _elemwise_body(ctx, op, scalars, index_of, out_index):
+    node = ctx.node
+    args = [scalars[i] if i in scalars else index_of(i) for i in range(len(node.inputs))]
+    results = scalar_expr(ctx, op.scalar_op, args, [v.type.dtype for v in node.inputs],
+                          [o.type.dtype for o in node.outputs])
+    for res, target in zip(results, out_index):
+        ctx.line(f"{target} = {res}")
+
+
+def _emit_elemwise_proven(op, ctx, arrays, scalars, modes) -> None:
+    """All broadcasting is known at compile time: direct indexing, no run-time checks."""
+    node = ctx.node
+    ndim = node.outputs[0].ndim
+    out_static = node.outputs[0].type.shape
+    dims = []
+    for axis in range(ndim):
+        if out_static[axis] is not None:
+            dims.append(str(out_static[axis]))
+        else:
+            src = next(name for i, name in arrays if modes[i][axis] == "full")
+            dims.append(f"{src}.shape[{axis}]")
+    shape = "(" + "".join(f"{d}, " for d in dims) + ")"
+    outs = [ctx.alloc(j, shape) for j in range(len(node.outputs))]
+    names = dict(arrays)
+    if ndim == 0:
+        _elemwise_body(ctx, op, scalars, lambda i: f"{names[i]}[()]",
+                       [f"{o}[()]" for o in outs])
+        return
+    flat = all(m == "full" for mode in modes.values() for m in mode) and all(
+        ctx.is_contiguous(i) for i, _ in arrays)
+    if flat:
+        size = ctx.fresh("n")
+        ctx.line(f"{size} = {' * '.join(dims)}")
+        flats = {}
+        for i, name in arrays:
+            flats[i] = ctx.fresh("f")
+            ctx.line(f"{flats[i]} = {name}.reshape({size})")
+        oflat = []
+        for o in outs:
+            oflat.append(ctx.fresh("fo"))
+            ctx.line(f"{oflat[-1]} = {o}.reshape({size})")
+        idx = ctx.fresh("i")
+        ctx.line(f"for {idx} in range({size}):")
+        with ctx.indent():
+            _elemwise_body(ctx, op, scalars, lambda i: f"{flats[i]}[{idx}]",
+                           [f"{fo}[{idx}]" for fo in oflat])
+        return
+    loop_vars = [ctx.fresh("i") for _ in range(ndim)]
+    for axis, var in enumerate(loop_vars):
+        ctx.line(f"for {var} in range({dims[axis]}):")
+        ctx.em.depth += 1
+
+    def index_of(i):
+        idx = ", ".join(v if m == "full" else "0" for v, m in zip(loop_vars, modes[i]))
+        return f"{names[i]}[{idx}]"
+
+    out_idx = "[" + ", ".join(loop_vars) + "]"
+    _elemwise_body(ctx, op, scalars, index_of, [f"{o}{out_idx}" for o in outs])
+    ctx.em.depth -= ndim
+
+
+def _emit_elemwise_generic(op, ctx, arrays, scalars) -> None:
+    """Broadcasting decided at run time: checks, a flat path when shapes match, else views."""
+    node = ctx.node
+    ndim = node.outputs[0].ndim
+    out_static = node.outputs[0].type.shape
     dims = []
     bdim = ctx.helper("bdim", _bdim)
     for axis in range(ndim):
@@ -165,8 +261,7 @@ def _emit_elemwise(op, ctx) -> None:
             with ctx.indent():
                 ctx.raise_("ValueError", f"{op}: input shapes cannot be broadcast together")
         dims.append(d)
-    # static dims must still be checked against the run-time shapes of None inputs
-    for axis in range(ndim):
+    for axis in range(ndim):  # static dims still need checking against run-time shapes
         if out_static[axis] is None:
             continue
         for i, name in arrays:
@@ -177,41 +272,27 @@ def _emit_elemwise(op, ctx) -> None:
                     ctx.raise_("ValueError", f"{op}: input shapes cannot be broadcast together")
     shape = "(" + "".join(f"{d}, " for d in dims) + ")"
     outs = [ctx.alloc(j, shape) for j in range(len(node.outputs))]
-    in_dtypes = [v.type.dtype for v in node.inputs]
-    out_dtypes = [o.type.dtype for o in node.outputs]
-
-    def body(index_of):
-        args = [scalars[i] if i in scalars else index_of(i) for i in range(len(node.inputs))]
-        results = scalar_expr(ctx, op.scalar_op, args, in_dtypes, out_dtypes)
-        for out, res in zip(outs, results):
-            ctx.line(f"{out}{index_of(None)} = {res}")
-
     names = dict(arrays)
-    if ndim == 0:
-        body(lambda i: "[()]" if i is None else f"{names[i]}[()]")
-        return
     all_contig = all(ctx.is_contiguous(i) for i, _ in arrays)
-    size = ctx.fresh("n")
-    ctx.line(f"{size} = {' * '.join(dims)}")
-    if all_contig and arrays:
+    if all_contig:
+        size = ctx.fresh("n")
+        ctx.line(f"{size} = {' * '.join(dims)}")
         same = " and ".join(f"{name}.shape == {shape}" for _, name in arrays)
         ctx.line(f"if {same}:")
-        flats = {}
         with ctx.indent():
+            flats = {}
             for i, name in arrays:
                 flats[i] = ctx.fresh("f")
                 ctx.line(f"{flats[i]} = {name}.reshape({size})")
-            oflat = [ctx.fresh("fo") for _ in outs]
-            for o, fo in zip(outs, oflat):
-                ctx.line(f"{fo} = {o}.reshape({size})")
+            oflat = []
+            for o in outs:
+                oflat.append(ctx.fresh("fo"))
+                ctx.line(f"{oflat[-1]} = {o}.reshape({size})")
             idx = ctx.fresh("i")
             ctx.line(f"for {idx} in range({size}):")
             with ctx.indent():
-                args = [scalars[i] if i in scalars else f"{flats[i]}[{idx}]"
-                        for i in range(len(node.inputs))]
-                results = scalar_expr(ctx, op.scalar_op, args, in_dtypes, out_dtypes)
-                for fo, res in zip(oflat, results):
-                    ctx.line(f"{fo}[{idx}] = {res}")
+                _elemwise_body(ctx, op, scalars, lambda i: f"{flats[i]}[{idx}]",
+                               [f"{fo}[{idx}]" for fo in oflat])
         ctx.line("else:")
         ctx.em.depth += 1
     views = {}
@@ -223,9 +304,10 @@ def _emit_elemwise(op, ctx) -> None:
         ctx.line(f"for {var} in range({dims[axis]}):")
         ctx.em.depth += 1
     index = "[" + ", ".join(loop_vars) + "]"
-    body(lambda i: index if i is None else f"{views[i]}{index}")
+    _elemwise_body(ctx, op, scalars, lambda i: f"{views[i]}{index}",
+                   [f"{o}{index}" for o in outs])
     ctx.em.depth -= ndim
-    if all_contig and arrays:
+    if all_contig:
         ctx.em.depth -= 1
 
 
@@ -319,3 +401,12 @@ def _emit_sum_to_shape(op, ctx) -> None:
     out = ctx.alloc(0, shape)
     fn = ctx.helper("sum_to_shape", _sum_to_shape)
     ctx.line(f"{fn}({g}, {shp}, {out})")
+
+
+# The other ops' kernels register themselves into `emit` (and their helpers) on import.
+from verglas.cpu_backend import (  # noqa: E402, F401
+    array_kernels,
+    index_kernels,
+    inner_kernels,
+    reduce_kernels,
+)

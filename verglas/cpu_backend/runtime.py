@@ -41,6 +41,7 @@ def build_runner(program, key: str | None = None):
         namespace = dict(src.globals)
         namespace.update(math=__import__("math"), np=np)
         exec(compile(text, f"<verglas program {id(program):x}>", "exec"), namespace)
+        _jit_functions(namespace, src.jit_names, JIT_OPTIONS)
         jitted = numba.njit(**JIT_OPTIONS)(namespace[src.name])
         return CPURunner(program, jitted, src.arg_constants, text)
     directory = cache.entry_dir("cpu", key)
@@ -52,8 +53,17 @@ def build_runner(program, key: str | None = None):
             cache.write_atomic(path, text.encode())
         module = _import_module(path, key)
         module.__dict__.update(_resolve_globals(pickle.loads(globals_path.read_bytes())))
+        _jit_functions(module.__dict__, src.jit_names, dict(cache=True, **JIT_OPTIONS))
     jitted = numba.njit(cache=True, **JIT_OPTIONS)(getattr(module, src.name))
     return CPURunner(program, jitted, src.arg_constants, text)
+
+
+def _jit_functions(namespace: dict, names, options: dict) -> None:
+    """Jit the sub-program functions in place, callees first, so the program calls machine code."""
+    for name in names:
+        fn = namespace[name]
+        if not isinstance(fn, numba.core.registry.CPUDispatcher):
+            namespace[name] = numba.njit(**options)(fn)
 
 
 def _import_module(path, key):

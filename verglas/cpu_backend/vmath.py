@@ -3,16 +3,42 @@
 LLVM's loop vectorizer cannot widen a loop that calls ``math.exp`` & co. (this llvmlite has
 no SVML), so each function here is plain arithmetic, comparisons turned into selects and
 int/float bitcasts.  ``for i in range(n): out[i] = VMATH[("exp", "float64")](x[i])`` compiles
-to packed AVX2/AVX-512 code.  float32 functions evaluate the float64 algorithm and round once,
-which makes them (nearly) correctly rounded and costs little, as the loops are memory bound.
+to packed AVX2/AVX-512 code.  float32 functions evaluate the float64 algorithm and round once:
+(nearly) correctly rounded, but half the SIMD lanes of a native float32 polynomial.
 
-Measured on this machine (Xeon Emerald Rapids, 2 cores, numba 0.65.1, 1e6 elements,
-contiguous, ms per call, best of 20; ulp: max error vs numpy's float64 result in float32 ulp,
-resp. vs numpy longdouble in float64 ulp; f64 max relative error in brackets).
+Measured by benchmarks/vmath_bench.py on this machine (Xeon Emerald Rapids, 2 cores, AVX-512,
+numba 0.65.1): 1e6 contiguous elements in [-10, 10] (log [1e-3, 1e3], log1p [-0.9, 100],
+pow x in [0.1, 10], y in [-5, 5]), ms per call, best of 20, timings +-20% noisy.  ulp: max
+error over ~4e5 inputs spanning each whole domain, against numpy in long double (float32:
+in float32 ulp of the exact value, so 0.5 is correctly rounded); numpy ulp: numpy's own.
 ``math`` is the same numba loop calling ``math.*``; numpy has no erf/sigmoid/softplus ufunc,
 so those compare against scipy.special (erf, expit) and ``np.logaddexp(x, 0)``::
 
-    TABLE_PLACEHOLDER
+    function dtype    ulp  max rel  numpy ulp   vmath  numpy  math.*  (ms / 1e6)
+    exp      f32     0.50  5.9e-08    2.32       0.98   0.45    3.7
+    exp      f64     0.96  1.5e-16    0.68       1.37   0.74   10.2
+    expm1    f32     0.50  6.0e-08    2.54       1.16   0.34   20.8
+    expm1    f64     1.76  2.4e-16    0.51       1.59   1.19   25.8
+    log      f32     0.50  5.9e-08    3.36       1.20   0.44    5.5
+    log      f64     1.11  1.8e-16    0.60       1.37   0.92    8.7
+    log1p    f32     0.50  6.0e-08    1.81       1.22   0.51   23.7
+    log1p    f64     2.51  3.8e-16    0.61       1.49   1.25   24.8
+    sin      f32     0.50  5.9e-08    1.48       0.99   0.55   18.8
+    sin      f64     2.22  3.0e-16    0.51       1.47  34.5    36.0
+    cos      f32     0.50  5.9e-08    1.46       0.93   0.55   18.7
+    cos      f64     2.25  3.1e-16    0.51       1.42  33.5    34.3
+    tan      f32     0.50  5.9e-08    3.18       1.16   0.47   33.4
+    tan      f64     3.85  5.1e-16    0.56       1.50   1.55   41.9
+    tanh     f32     0.50  5.9e-08    1.34       1.65   0.37   34.2
+    tanh     f64     2.50  3.5e-16    1.14       2.11   1.57   40.4
+    sigmoid  f32     0.50  5.9e-08    2.17       1.39   3.35    3.8
+    sigmoid  f64     2.13  3.2e-16    1.89       1.66   9.75    9.9
+    softplus f32     0.50  5.9e-08    1.43       2.85  27.7    24.0
+    softplus f64     2.80  4.3e-16    1.45       8.59  32.8    22.0
+    erf      f32     0.50  5.7e-08    (ref)      3.39  38.1    30.3
+    erf      f64     3.00  4.1e-16    (ref)      7.45  37.9    34.5
+    pow      f32     0.50  5.9e-08    0.99       3.19   0.77    9.7
+    pow      f64      337  4.3e-14    0.67       7.97   2.67   24.8
 
 Domains: sin/cos/tan use a Cody-Waite reduction with a 3-part pi/2 (33+33+53 bits), exact
 products for |k| < 2^20, i.e. accurate for |x| < 1.6e6 (tested to 1e5); beyond that the
@@ -20,23 +46,30 @@ result is finite but wrong (inf/nan inputs still give nan).  pow(float64) loses
 |y*log(x)| * 2^-53 relative accuracy (up to ~1e-13 near overflow); pow(float32) is exact
 enough because the float64 error stays far below a float32 ulp.
 
-All functions use ``fastmath={"contract"}`` only: FMA contraction, but no 'nnan'/'ninf' (the
-NaN/inf semantics below rely on IEEE compares) and no 'reassoc' (it would fold the
-round-to-integer shifter trick).
+The kernels are ``inline="always"``, so they take the *caller's* fastmath flags and error
+model.  ``FASTMATH = {"contract"}`` (FMA) is what they are written for; never add 'nnan' or
+'ninf' (the NaN/inf handling relies on IEEE compares).  The steps that a 'reassoc' caller
+would break (round-to-integer, Cody-Waite reductions, error-compensation terms)
+avoid folding targets: rounding is ``llvm.rint`` (not the 1.5*2^52 shifter trick), the
+Cody-Waite products use two SSA copies of k, and log1p needs no compensation term; so callers
+compiled with {"nsz", "arcp", "contract", "reassoc"} stay accurate (checked by the tests),
+though 'nsz' may turn a -0.0 result into +0.0.  Division is a bare fdiv: numba's '/' adds a
+ZeroDivisionError branch under error_model="python" that blocks vectorization.
 """
 
 import math
 
 import numba
 import numpy as np
+from llvmlite import ir
 from numba import types
+from numba.core import cgutils
 from numba.core.extending import intrinsic
 
 __all__ = ["FASTMATH", "VMATH"]
 
 FASTMATH = frozenset({"contract"})
 _JIT = {"inline": "always", "fastmath": set(FASTMATH), "cache": False}
-_JIT_PUBLIC = {"fastmath": set(FASTMATH), "error_model": "numpy", "cache": False}
 
 # --------------------------------------------------------------------------- bit casts
 
@@ -71,6 +104,18 @@ def _div(typingctx, a, b):
         return builder.fdiv(args[0], args[1])
 
     return a(a, b), codegen
+
+
+@intrinsic
+def _rint(typingctx, x):
+    """Round to the nearest integer (llvm.rint, vectorizes to vrndscale); survives 'reassoc'."""
+
+    def codegen(context, builder, sig, args):
+        fnty = ir.FunctionType(args[0].type, [args[0].type])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, f"llvm.rint.f{x.bitwidth}")
+        return builder.call(fn, args)
+
+    return x(x), codegen
 
 
 def _make_horner(n: int):
@@ -130,10 +175,6 @@ _H6, _H7, _H11, _H12, _H15 = (_make_horner(n) for n in (6, 7, 11, 12, 15))
 _INF = math.inf
 _NAN = math.nan
 _SIGN = -(2**63)  # int64 with only the sign bit set
-# Adding 1.5*2^52 rounds |v| < 2^51 to an integer (round-to-nearest-even); the integer also
-# sits in the low mantissa bits of the sum, so it is read back without a float->int convert.
-_SHIFT = 6755399441055744.0
-_SHIFT_BITS = 0x4338000000000000
 _LOG2E = 1.4426950408889634
 # ln2 split in a 32-bit head (k * _LN2_HI is exact for |k| < 2^21) and the rounded rest.
 _LN2_HI = 6.93147180369123816490e-01
@@ -161,10 +202,11 @@ def _copysign(mag, sign):
 @numba.njit(**_JIT)
 def _exp_reduce(x):
     """Split x = k*ln2 + r with |r| <= ln2/2; returns (r, k) with k as int64."""
-    t = x * _LOG2E + _SHIFT
-    kf = t - _SHIFT
-    r = (x - kf * _LN2_HI) - kf * _LN2_LO
-    return r, _as_int(t) - _SHIFT_BITS
+    kf = _rint(x * _LOG2E)
+    k = np.int64(kf)
+    # kf and float(k) are equal, but 'reassoc' cannot merge the two Cody-Waite products.
+    r = (x - kf * _LN2_HI) - np.float64(k) * _LN2_LO  # kf * _LN2_HI is exact
+    return r, k
 
 
 @numba.njit(**_JIT)
@@ -196,14 +238,16 @@ def _expm1_f64(x):
 
 
 @numba.njit(**_JIT)
-def _log_core(x):
-    """log(x) for finite x > 0 (subnormals included); garbage elsewhere."""
+def _log_core(x, xm1):
+    """log(x) for finite x > 0 (subnormals included), given xm1 ~ x - 1 exactly or less."""
     tiny = x < _MIN_NORMAL
     x = x * 18014398509481984.0 if tiny else x  # 2^54 makes subnormals normal
     bits = _as_int(x) - _SQRT_HALF_BITS
     e = (bits >> 52) - (54 if tiny else 0)
     m = _as_float((bits & 0x000FFFFFFFFFFFFF) + _SQRT_HALF_BITS)  # in [sqrt(1/2), sqrt(2))
-    f = m - 1.0
+    # For x in [sqrt(1/2), sqrt(2)) (e == 0) the exact xm1 replaces m - 1: this is how log1p
+    # keeps full accuracy without a compensation term that 'reassoc' callers would fold.
+    f = xm1 if e == 0 else m - 1.0
     s = _div(f, 2.0 + f)
     z = s * s
     hfsq = 0.5 * f * f
@@ -216,7 +260,7 @@ def _log_core(x):
 @numba.njit(**_JIT)
 def _log_f64(x):
     """log(x) with numpy's edge cases."""
-    res = _log_core(x)
+    res = _log_core(x, x - 1.0)
     res = -_INF if x == 0.0 else res
     res = _NAN if x < 0.0 else res
     return res if x < _INF else x  # inf -> inf, nan -> nan
@@ -224,9 +268,9 @@ def _log_f64(x):
 
 @numba.njit(**_JIT)
 def _log1p_f64(x):
-    """log1p(x) = log(u) + (x - (u - 1)) / u with u = 1 + x rounded."""
+    """log1p(x) = log(1 + x), exact in the 1 + x in [sqrt(1/2), sqrt(2)) band."""
     u = 1.0 + x
-    res = _log_core(u) + _div(x - (u - 1.0), u)
+    res = _log_core(u, x)
     res = x if u == 1.0 else res  # |x| < 2^-53: log1p(x) rounds to x, keeps -0.0
     res = res if x > -1.0 else (-_INF if x == -1.0 else _NAN)
     return res if x < _INF else x
@@ -235,11 +279,12 @@ def _log1p_f64(x):
 @numba.njit(**_JIT)
 def _trig_reduce(x):
     """Split x = k*pi/2 + r, |r| <= pi/4; returns (r, k) with k as int64."""
-    t = x * _2_PI + _SHIFT
-    kf = t - _SHIFT
+    kf = _rint(x * _2_PI)
+    k = np.int64(kf)
+    kf2 = np.float64(k)  # equals kf; keeps 'reassoc' from merging the three products
     y = x - kf * _PIO2_1  # exact: both products are exact and the operands are close
-    r = (y - kf * _PIO2_2) - kf * _PIO2_3
-    return r, _as_int(t) - _SHIFT_BITS
+    r = (y - kf2 * _PIO2_2) - kf2 * _PIO2_3
+    return (x if k == 0 else r), k  # x - 0.0 * c turns -0.0 into +0.0
 
 
 @numba.njit(**_JIT)
@@ -321,9 +366,7 @@ def _erf_f64(x):
 @numba.njit(**_JIT)
 def _is_int(y):
     """Whether y is an integer (inf counts as one, as in C's pow)."""
-    a = abs(y)
-    rounded = (a + 4503599627370496.0) - 4503599627370496.0  # 2^52: rounds a < 2^52
-    return (a if a >= 4503599627370496.0 else rounded) == a
+    return _rint(y) == y
 
 
 @numba.njit(**_JIT)
@@ -348,7 +391,7 @@ def _float32(f64_func):
     def f32(x):
         return np.float32(f64_func(np.float64(x)))
 
-    return numba.njit(**_JIT_PUBLIC)(f32)
+    return numba.njit(**_JIT)(f32)
 
 
 def _float32_binary(f64_func):
@@ -357,7 +400,7 @@ def _float32_binary(f64_func):
     def f32(x, y):
         return np.float32(f64_func(np.float64(x), np.float64(y)))
 
-    return numba.njit(**_JIT_PUBLIC)(f32)
+    return numba.njit(**_JIT)(f32)
 
 
 _F64 = {
@@ -375,8 +418,8 @@ _F64 = {
 }
 
 VMATH: dict[tuple[str, str], object] = {
-    **{(name, "float64"): numba.njit(**_JIT_PUBLIC)(f.py_func) for name, f in _F64.items()},
+    **{(name, "float64"): f for name, f in _F64.items()},
     **{(name, "float32"): _float32(f) for name, f in _F64.items()},
-    ("pow", "float64"): numba.njit(**_JIT_PUBLIC)(_pow_f64.py_func),
+    ("pow", "float64"): _pow_f64,
     ("pow", "float32"): _float32_binary(_pow_f64),
 }

@@ -121,6 +121,7 @@ def rewrite_graph(fgraph: FunctionGraph, mode: str | Mode = "fast_run", trace=No
     VERGLAS_STRICT_REWRITES) makes a failing rewrite fail the call instead of warning.
     """
     tracer = Tracer.from_options(trace, strict)
+    tracer.mode = get_mode(mode)
     build_pipeline(mode, registry)(fgraph, tracer)
     if tracer.profile is not None and not isinstance(trace, RewriteProfile):
         print(tracer.profile)

@@ -95,6 +95,7 @@ class Tracer:
         self.strict = strict
         self.file = file
         self.phase: str | None = None
+        self.mode = None  # the Mode whose pipeline runs (inner graphs are rewritten with it)
 
     @classmethod
     def from_options(cls, trace=None, strict: bool | None = None) -> Tracer:

@@ -11,7 +11,7 @@ from verglas.ops.variable import constant
 
 __all__ = ["constant_value", "scalar_constant", "is_constant", "same_as", "const_like",
            "owner_op", "elemwise_op", "single_client", "is_float", "is_int_or_bool",
-           "broadcasts_nothing"]
+           "broadcasts_nothing", "first"]
 
 _SCAN_LIMIT = 100_000  # larger constants are not inspected element by element
 
@@ -103,3 +103,11 @@ def is_float(var: Variable) -> bool:
 def is_int_or_bool(var: Variable) -> bool:
     return np.dtype(var.dtype).kind in "biu"
 
+
+
+def first(*candidates) -> list | None:
+    """[the first candidate replacement that is not None], or None: a rule's return value."""
+    for c in candidates:
+        if c is not None:
+            return [c]
+    return None

@@ -68,7 +68,7 @@ class ShapeTable:
             dims.extend(d)
             sizes.append(_product(d, m, constant))
         self._ndims = [v.ndim for v in self.variables]
-        self.graph = freeze(list(graph.inputs), dims + sizes)
+        self.graph = _simplified(list(graph.inputs), dims + sizes)
         n_dims = len(dims)
         self.dims = self.graph.outputs[:n_dims]
         self.sizes = self.graph.outputs[n_dims:]
@@ -127,6 +127,17 @@ class ShapeTable:
             return "…"
         name = getattr(getattr(op, "scalar_op", None), "name", type(op).__name__)
         return f"{name}({', '.join(self.dim_str(i, depth + 1) for i in node.inputs)})"
+
+
+def _simplified(inputs, outputs):
+    """The shape graph, simplified by the rewrite pipeline (so equal dims become one object)."""
+    from verglas.graph.fg import FunctionGraph
+    from verglas.rewrite import rewrite_graph
+    from verglas.rewrite.registry import get_mode
+
+    fgraph = FunctionGraph(inputs, outputs, clone=True)
+    rewrite_graph(fgraph, get_mode("fast_run").excluding("fusion", "inplace"))
+    return fgraph.freeze()
 
 
 def _product(dims, m, constant):

@@ -1,0 +1,333 @@
+"""CPU kernels of indexing: Subtensor (a numba view), AdvancedSubtensor, IncSubtensor and
+AdvancedIncSubtensor.
+
+Advanced indices are planned statically from `idx_list`: index arrays are bounds-checked and
+normalized once (IndexError naming the op), boolean masks become integer arrays, the index
+arrays are broadcast into one block, and a loop nest over the indexed shape reads (or writes)
+the source position of every element. Iterating in C order gives numpy's semantics for
+repeated indices: the last write wins for set, increments accumulate (np.add.at) for inc.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from verglas.cpu_backend.kernels import _bdim, emit, register_helper
+from verglas.ops.indexing import AdvancedIncSubtensor, AdvancedSubtensor, IncSubtensor, Subtensor
+
+__all__ = []
+
+
+@register_helper
+@numba.njit(cache=False)
+def _slice_range(n, start, has_start, stop, has_stop, step):
+    """(first index, length) of slice start:stop:step over an axis of length n (Python rules)."""
+    if step > 0:
+        lo, hi = 0, n
+    else:
+        lo, hi = -1, n - 1
+    if has_start:
+        s = start + n if start < 0 else start
+        s = lo if s < lo else (hi if s > hi else s)
+    else:
+        s = lo if step > 0 else hi
+    if has_stop:
+        e = stop + n if stop < 0 else stop
+        e = lo if e < lo else (hi if e > hi else e)
+    else:
+        e = hi if step > 0 else lo
+    if step > 0:
+        length = (e - s + step - 1) // step
+    else:
+        length = (s - e - step - 1) // (-step)
+    return s, max(length, 0)
+
+
+@register_helper
+@numba.njit(cache=False)
+def _normalize_indices(idx, n):
+    """(idx as int64 with negatives wrapped, whether every index is in [-n, n))."""
+    out = np.empty(idx.shape, np.int64)
+    src = np.ascontiguousarray(idx).reshape(idx.size)
+    dst = out.reshape(idx.size)
+    for k in range(idx.size):
+        v = np.int64(src[k])
+        if v < -n or v >= n:
+            return out, False
+        dst[k] = v + n if v < 0 else v
+    return out, True
+
+
+def _scalar_index(ctx, name: str, x: str, axis: int, op) -> str:
+    """Emit a bounds-checked, wrapped integer index read from 0-d `name`; return its name."""
+    i = ctx.fresh("ix")
+    ctx.line(f"{i} = np.int64({name}[()])")
+    ctx.line(f"if {i} < -{x}.shape[{axis}] or {i} >= {x}.shape[{axis}]:")
+    with ctx.indent():
+        ctx.raise_("IndexError", f"{op}: index out of bounds for axis {axis}")
+    ctx.line(f"if {i} < 0:")
+    with ctx.indent():
+        ctx.line(f"{i} += {x}.shape[{axis}]")
+    return i
+
+
+def _basic_index(ctx, op, x: str, first_input: int) -> list[str]:
+    """Index expressions (ints, slices, None) of a basic `idx_list` over array `x`."""
+    parts, k, axis = [], first_input, 0
+    for entry in op.idx_list:
+        if entry == "newaxis":
+            parts.append("None")
+            continue
+        if entry == "int":
+            parts.append(_scalar_index(ctx, ctx.inp(k), x, axis, op))
+            k += 1
+        else:
+            comps = []
+            for j, given in enumerate(entry[1:]):
+                if not given:
+                    comps.append("")
+                    continue
+                c = ctx.fresh("sl")
+                ctx.line(f"{c} = np.int64({ctx.inp(k)}[()])")
+                k += 1
+                if j == 2:
+                    ctx.line(f"if {c} == 0:")
+                    with ctx.indent():
+                        ctx.raise_("ValueError", f"{op}: slice step cannot be zero")
+                comps.append(c)
+            parts.append(":".join(comps))
+        axis += 1
+    return parts
+
+
+@emit.register(Subtensor)
+def _emit_subtensor(op, ctx) -> None:
+    x, out = ctx.inp(0), ctx.out(0)
+    parts = _basic_index(ctx, op, x, 1)
+    if ctx.node.outputs[0].ndim == 0:  # numba returns a scalar: hold it in a 0-d array
+        ctx.line(f"{out} = np.empty((), {x}.dtype)")
+        ctx.line(f"{out}[()] = {x}[{', '.join(parts)}]")
+        ctx.set_contiguous(0, True)
+    elif parts:
+        ctx.line(f"{out} = {x}[{', '.join(parts)}]")
+    else:
+        ctx.line(f"{out} = {x}")
+        ctx.set_contiguous(0, ctx.is_contiguous(0))
+
+
+def _copy_input(ctx) -> str:
+    """Allocate output 0 like input 0 and copy input 0 into it."""
+    x = ctx.inp(0)
+    ndim = ctx.input_var(0).ndim
+    out = ctx.alloc(0, "(" + "".join(f"{x}.shape[{d}], " for d in range(ndim)) + ")")
+    ctx.line(f"{out}[...] = {x}")
+    return out
+
+
+def _check_value(ctx, op, v: str, vndim: int, target: list[str]) -> None:
+    """Emit a ValueError when value `v` does not broadcast to the shape `target`."""
+    lead = len(target) - vndim
+    for j in range(vndim):
+        ctx.line(f"if {v}.shape[{j}] != 1 and {v}.shape[{j}] != {target[lead + j]}:")
+        with ctx.indent():
+            ctx.raise_("ValueError", f"{op}: the value cannot be broadcast to the indexed shape")
+
+
+@emit.register(IncSubtensor)
+def _emit_inc_subtensor(op, ctx) -> None:
+    out = _copy_input(ctx)
+    v = ctx.inp(1)
+    vndim = ctx.input_var(1).ndim
+    parts = _basic_index(ctx, op, out, 2)
+    consumed = sum(1 for e in op.idx_list if e != "newaxis")
+    tndim = sum(1 for e in op.idx_list if e == "newaxis" or isinstance(e, tuple)) \
+        + ctx.input_var(0).ndim - consumed
+    if tndim == 0:
+        target = f"{out}[{', '.join(parts)}]"
+        val = f"{v}[()]"
+        ctx.line(f"{target} = {val}" if op.set_instead_of_inc else f"{target} += {val}")
+        return
+    view = ctx.fresh("w")
+    ctx.line(f"{view} = {out}[{', '.join(parts)}]" if parts else f"{view} = {out}")
+    _check_value(ctx, op, v, vndim, [f"{view}.shape[{d}]" for d in range(tndim)])
+    val = f"{v}[()]" if vndim == 0 else v
+    if op.set_instead_of_inc:
+        ctx.line(f"{view}[...] = {val}")
+    else:
+        ctx.line(f"{view}[...] = {view} + {val}")
+
+
+# -- advanced indexing ---------------------------------------------------------------------------
+def _advanced_plan(ctx, op, x: str, xvar, first_input: int):
+    """Emit the preparation of an advanced index over `x`.
+
+    Returns (dims, source): the indexed shape (expressions, in output order) and a function
+    from the loop variables over that shape to the index expressions of `x`.
+    """
+    values = ctx.node.inputs[first_input:]
+    k, axis = first_input, 0
+    basic = []  # in output order: ("newaxis",) | ("slice", axis, first, step, length)
+    arrays = []  # (array name, its ndim, the axis of x it indexes or None, is a scalar)
+    adv_pos, first_out = [], None
+    for pos, entry in enumerate(op.idx_list):
+        if entry == "newaxis":
+            basic.append(("newaxis",))
+            continue
+        if entry == "...":
+            continue
+        if entry == "int":
+            adv_pos.append(pos)
+            first_out = len(basic) if first_out is None else first_out
+            arrays.append((_scalar_index(ctx, ctx.inp(k), x, axis, op), 0, axis, True))
+            k += 1
+            axis += 1
+            continue
+        if entry == "array":
+            adv_pos.append(pos)
+            first_out = len(basic) if first_out is None else first_out
+            var, name = values[k - first_input], ctx.inp(k)
+            k += 1
+            if var.dtype == "bool":
+                for j in range(var.ndim):
+                    ctx.line(f"if {name}.shape[{j}] != {x}.shape[{axis + j}]:")
+                    with ctx.indent():
+                        ctx.raise_("IndexError", f"{op}: the boolean index does not match the "
+                                                 f"indexed axes")
+                if var.ndim == 0:  # x[True] adds an axis of length 1, x[False] of length 0
+                    z = ctx.fresh("nz")
+                    ctx.line(f"{z} = np.zeros(1 if {name}[()] else 0, np.int64)")
+                    arrays.append((z, 1, None, False))
+                    continue
+                nz = ctx.fresh("nz")
+                ctx.line(f"{nz} = np.nonzero({name})")
+                for j in range(var.ndim):
+                    arrays.append((f"{nz}[{j}]", 1, axis + j, False))
+                axis += var.ndim
+                continue
+            norm, ok = ctx.fresh("ia"), ctx.fresh("ok")
+            fn = ctx.helper("normalize_indices", _normalize_indices)
+            ctx.line(f"{norm}, {ok} = {fn}({name}, {x}.shape[{axis}])")
+            ctx.line(f"if not {ok}:")
+            with ctx.indent():
+                ctx.raise_("IndexError", f"{op}: index out of bounds for axis {axis}")
+            arrays.append((norm if var.ndim else f"{norm}[()]", var.ndim, axis,
+                           var.ndim == 0))
+            axis += 1
+            continue
+        # a slice
+        comps, given = [], entry[1:]
+        for j in range(3):
+            if given[j]:
+                c = ctx.fresh("sl")
+                ctx.line(f"{c} = np.int64({ctx.inp(k)}[()])")
+                k += 1
+                comps.append(c)
+            else:
+                comps.append(None)
+        step = comps[2] or "1"
+        if comps[2]:
+            ctx.line(f"if {step} == 0:")
+            with ctx.indent():
+                ctx.raise_("ValueError", f"{op}: slice step cannot be zero")
+        first, length = ctx.fresh("s0"), ctx.fresh("sn")
+        fn = ctx.helper("slice_range", _slice_range)
+        ctx.line(f"{first}, {length} = {fn}({x}.shape[{axis}], {comps[0] or 0}, "
+                 f"{bool(comps[0])}, {comps[1] or 0}, {bool(comps[1])}, {step})")
+        basic.append(("slice", axis, first, step, length))
+        axis += 1
+    for a in range(axis, xvar.ndim):
+        basic.append(("slice", a, "0", "1", f"{x}.shape[{a}]"))
+    # broadcast the index arrays into one block
+    bnd = max(nd for _, nd, _, _ in arrays)
+    bdim = ctx.helper("bdim", _bdim)
+    block = []
+    for d in range(bnd):
+        cands = [f"{name}.shape[{d - (bnd - nd)}]" for name, nd, _, scalar in arrays
+                 if not scalar and d - (bnd - nd) >= 0]
+        b = ctx.fresh("bd")
+        ctx.line(f"{b} = {cands[0]}")
+        for c in cands[1:]:
+            ctx.line(f"{b} = {bdim}({b}, {c})")
+        if len(cands) > 1:
+            ctx.line(f"if {b} < 0:")
+            with ctx.indent():
+                ctx.raise_("IndexError", f"{op}: shape mismatch: index arrays cannot be "
+                                         f"broadcast together")
+        block.append(b)
+    btuple = "(" + "".join(f"{b}, " for b in block) + ")"
+    reads = []  # (axis or None, name of the broadcast array or scalar)
+    for name, nd, ax, scalar in arrays:
+        if scalar:
+            reads.append((ax, name, False))
+        else:
+            bname = ctx.fresh("ib")
+            ctx.line(f"{bname} = np.broadcast_to({name}, {btuple})")
+            reads.append((ax, bname, True))
+    adjacent = adv_pos == list(range(adv_pos[0], adv_pos[0] + len(adv_pos)))
+    at = first_out if adjacent else 0
+    layout = basic[:at] + [("block", d) for d in range(bnd)] + basic[at:]
+    dims = []
+    for item in layout:
+        if item[0] == "newaxis":
+            dims.append("1")
+        elif item[0] == "slice":
+            dims.append(item[4])
+        else:
+            dims.append(block[item[1]])
+
+    def source(loop_vars):
+        bvars = [v for v, item in zip(loop_vars, layout) if item[0] == "block"]
+        index = {}
+        for v, item in zip(loop_vars, layout):
+            if item[0] == "slice":
+                _, a, first, step, _ = item
+                index[a] = v if (first, step) == ("0", "1") else f"{first} + {v} * {step}"
+        bidx = ", ".join(bvars) if bvars else "()"
+        for ax, name, is_array in reads:
+            if ax is not None:
+                index[ax] = f"{name}[{bidx}]" if is_array else name
+        return [index[a] for a in range(xvar.ndim)]
+
+    return dims, source
+
+
+def _loops(ctx, dims):
+    loop = [ctx.fresh("i") for _ in dims]
+    for v, d in zip(loop, dims):
+        ctx.line(f"for {v} in range({d}):")
+        ctx.em.depth += 1
+    return loop
+
+
+def _idx(parts) -> str:
+    return "[" + ", ".join(parts) + "]" if parts else "[()]"
+
+
+@emit.register(AdvancedSubtensor)
+def _emit_advanced_subtensor(op, ctx) -> None:
+    x = ctx.inp(0)
+    dims, source = _advanced_plan(ctx, op, x, ctx.input_var(0), 1)
+    out = ctx.alloc(0, "(" + "".join(f"{d}, " for d in dims) + ")")
+    loop = _loops(ctx, dims)
+    ctx.line(f"{out}{_idx(loop)} = {x}{_idx(source(loop))}")
+    ctx.em.depth -= len(dims)
+
+
+@emit.register(AdvancedIncSubtensor)
+def _emit_advanced_inc_subtensor(op, ctx) -> None:
+    out = _copy_input(ctx)
+    v = ctx.inp(1)
+    vndim = ctx.input_var(1).ndim
+    dims, source = _advanced_plan(ctx, op, out, ctx.input_var(0), 2)
+    _check_value(ctx, op, v, vndim, dims)
+    vb = ctx.fresh("vb")
+    if dims:
+        ctx.line(f"{vb} = np.broadcast_to({v}, ({''.join(f'{d}, ' for d in dims)}))")
+    else:
+        ctx.line(f"{vb} = {v}")
+    loop = _loops(ctx, dims)
+    target = f"{out}{_idx(source(loop))}"
+    val = f"{vb}{_idx(loop)}"
+    ctx.line(f"{target} = {val}" if op.set_instead_of_inc else f"{target} += {val}")
+    ctx.em.depth -= len(dims)

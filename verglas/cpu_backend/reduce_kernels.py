@@ -1,0 +1,215 @@
+"""CPU kernels of the reductions: Sum, Prod, Max, Min, Any, All, Argmax, Argmin, CumSum.
+
+Each is emitted inline as loops over the input in C order (its own layout for contiguous
+inputs): the trailing reduced axes accumulate in a local variable (a loop LLVM vectorizes),
+other reduced axes accumulate into the output.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from verglas.cpu_backend.codegen import np_dtype
+from verglas.cpu_backend.kernels import emit, literal
+from verglas.ops.reduce import All, Any, Argmax, Argmin, CumSum, Max, Min, Prod, Reduce, Sum
+
+__all__ = []
+
+
+def _identity(op, dtype: str) -> str:
+    """The starting value of reduction `op` accumulating in `dtype`, as a literal."""
+    kind = np.dtype(dtype).kind
+    if isinstance(op, Sum):
+        return literal(0, dtype)
+    if isinstance(op, Prod):
+        return literal(1, dtype)
+    if isinstance(op, Any):
+        return "False"
+    if isinstance(op, All):
+        return "True"
+    lowest = isinstance(op, Max)
+    if kind == "b":
+        return "False" if lowest else "True"
+    if kind == "f":
+        return literal(-np.inf if lowest else np.inf, dtype)
+    info = np.iinfo(dtype)
+    return literal(info.min if lowest else info.max, dtype)
+
+
+def _combine(op, acc: str, v: str, dtype: str) -> str:
+    """The expression of `acc` combined with the value named `v` (accumulating in `dtype`)."""
+    if isinstance(op, Sum):
+        return f"{acc} + {np_dtype(dtype)}({v})"
+    if isinstance(op, Prod):
+        return f"{acc} * {np_dtype(dtype)}({v})"
+    if isinstance(op, Any):
+        return f"{acc} or {v} != 0"
+    if isinstance(op, All):
+        return f"{acc} and {v} != 0"
+    if dtype == "bool":
+        return f"{acc} or {v}" if isinstance(op, Max) else f"{acc} and {v}"
+    cmp = ">" if isinstance(op, Max) else "<"
+    # NaN propagates: a NaN value wins, and once the accumulator is NaN no comparison is true
+    if np.dtype(dtype).kind == "f":
+        return f"{v} if ({v} {cmp} {acc} or {v} != {v}) else {acc}"
+    return f"{v} if {v} {cmp} {acc} else {acc}"
+
+
+def _index(names) -> str:
+    return "[" + ", ".join(names) + "]" if names else "[()]"
+
+
+@emit.register(Reduce)
+def _emit_reduce(op, ctx) -> None:
+    x = ctx.inp(0)
+    ndim = ctx.input_var(0).ndim
+    out_dtype = ctx.node.outputs[0].dtype
+    axes = set(op.axis)
+    kept = [a for a in range(ndim) if a not in axes]
+    if op.keepdims:
+        dims = ["1" if a in axes else f"{x}.shape[{a}]" for a in range(ndim)]
+    else:
+        dims = [f"{x}.shape[{a}]" for a in kept]
+    out = ctx.alloc(0, "(" + "".join(f"{d}, " for d in dims) + ")")
+    if not op.has_identity and op.axis:
+        ctx.line(f"if {' or '.join(f'{x}.shape[{a}] == 0' for a in op.axis)}:")
+        with ctx.indent():
+            ctx.raise_("ValueError", f"{op}: zero-size array to a reduction that has no "
+                                     f"identity")
+    ov = ctx.fresh("ov")
+    ctx.line(f"{ov} = {out}.reshape(({''.join(f'{x}.shape[{a}], ' for a in kept)}))")
+    iv = [ctx.fresh("i") for _ in range(ndim)]
+    n_suffix = 0
+    while n_suffix < ndim and (ndim - 1 - n_suffix) in axes:
+        n_suffix += 1
+    lead = ndim - n_suffix
+    lead_reduced = any(a in axes for a in range(lead))
+    kidx = _index([iv[a] for a in kept])
+    xidx = _index(iv)
+    if lead_reduced or n_suffix == 0:  # the output accumulates: start from the identity
+        flat, k = ctx.fresh("of"), ctx.fresh("k")
+        ctx.line(f"{flat} = {out}.reshape({out}.size)")
+        ctx.line(f"for {k} in range({out}.size):")
+        with ctx.indent():
+            ctx.line(f"{flat}[{k}] = {_identity(op, out_dtype)}")
+    for a in range(lead):
+        ctx.line(f"for {iv[a]} in range({x}.shape[{a}]):")
+        ctx.em.depth += 1
+    t = ctx.fresh("t")
+    if n_suffix:
+        # float32 sums accumulate in float64 (closer to numpy's pairwise summation)
+        acc_dtype = "float64" if isinstance(op, Sum) and out_dtype == "float32" else out_dtype
+        acc = ctx.fresh("acc")
+        ctx.line(f"{acc} = {_identity(op, acc_dtype)}")
+        for a in range(lead, ndim):
+            ctx.line(f"for {iv[a]} in range({x}.shape[{a}]):")
+            ctx.em.depth += 1
+        ctx.line(f"{t} = {x}{xidx}")
+        ctx.line(f"{acc} = {_combine(op, acc, t, acc_dtype)}")
+        ctx.em.depth -= n_suffix
+        if lead_reduced:
+            prev = ctx.fresh("t")
+            ctx.line(f"{prev} = {ov}{kidx}")
+            ctx.line(f"{ov}{kidx} = {_combine(op, prev, acc, out_dtype)}")
+        else:
+            ctx.line(f"{ov}{kidx} = {acc}")
+    else:
+        prev = ctx.fresh("t")
+        ctx.line(f"{t} = {x}{xidx}")
+        ctx.line(f"{prev} = {ov}{kidx}")
+        ctx.line(f"{ov}{kidx} = {_combine(op, prev, t, out_dtype)}")
+    ctx.em.depth -= lead
+
+
+@emit.register(Argmax)
+def _emit_argmax(op, ctx) -> None:
+    x = ctx.inp(0)
+    ndim = ctx.input_var(0).ndim
+    cmp = "<" if isinstance(op, Argmin) else ">"
+    axes = range(ndim) if op.axis is None else (op.axis,)
+    if op.keepdims:
+        dims = ["1" if a in axes else f"{x}.shape[{a}]" for a in range(ndim)]
+    else:
+        dims = [f"{x}.shape[{a}]" for a in range(ndim) if a not in axes]
+    out = ctx.alloc(0, "(" + "".join(f"{d}, " for d in dims) + ")")
+    if op.axis is None:
+        ctx.line(f"if {x}.size == 0:")
+        with ctx.indent():
+            ctx.raise_("ValueError", f"{op}: attempt to get the index of an extremum of an "
+                                     f"empty sequence")
+        flat = ctx.fresh("xf")
+        src = x if ctx.is_contiguous(0) else f"np.ascontiguousarray({x})"
+        ctx.line(f"{flat} = {src}.reshape({x}.size)")
+        length, kept, reads = f"{x}.size", [], lambda k: f"{flat}[{k}]"
+        iv = []
+    else:
+        a = op.axis
+        ctx.line(f"if {x}.shape[{a}] == 0:")
+        with ctx.indent():
+            ctx.raise_("ValueError", f"{op}: attempt to get the index of an extremum of an "
+                                     f"empty sequence")
+        kept = [d for d in range(ndim) if d != a]
+        iv = [ctx.fresh("i") for _ in range(ndim)]
+
+        def reads(k):
+            return f"{x}[{', '.join(k if d == a else iv[d] for d in range(ndim))}]"
+        length = f"{x}.shape[{a}]"
+    ov = ctx.fresh("ov")
+    ctx.line(f"{ov} = {out}.reshape(({''.join(f'{x}.shape[{d}], ' for d in kept)}))")
+    for d in kept:
+        ctx.line(f"for {iv[d]} in range({x}.shape[{d}]):")
+        ctx.em.depth += 1
+    best, bi, k, v = ctx.fresh("best"), ctx.fresh("bi"), ctx.fresh("k"), ctx.fresh("t")
+    ctx.line(f"{best} = {reads('0')}")
+    ctx.line(f"{bi} = 0")
+    ctx.line(f"for {k} in range(1, {length}):")
+    with ctx.indent():
+        is_float = np.dtype(ctx.input_var(0).dtype).kind == "f"
+        if is_float:  # the first NaN is the answer (numpy)
+            ctx.line(f"if {best} != {best}:")
+            with ctx.indent():
+                ctx.line("break")
+        ctx.line(f"{v} = {reads(k)}")
+        nan = f" or {v} != {v}" if is_float else ""
+        ctx.line(f"if {v} {cmp} {best}{nan}:")
+        with ctx.indent():
+            ctx.line(f"{best} = {v}")
+            ctx.line(f"{bi} = {k}")
+    ctx.line(f"{ov}{_index([iv[d] for d in kept])} = {bi}")
+    ctx.em.depth -= len(kept)
+
+
+@emit.register(CumSum)
+def _emit_cumsum(op, ctx) -> None:
+    x = ctx.inp(0)
+    ndim = ctx.input_var(0).ndim
+    dtype = ctx.node.outputs[0].dtype
+    if op.axis is None:
+        out = ctx.alloc(0, f"({x}.size,)")
+        flat, acc, k = ctx.fresh("xf"), ctx.fresh("acc"), ctx.fresh("k")
+        src = x if ctx.is_contiguous(0) else f"np.ascontiguousarray({x})"
+        ctx.line(f"{flat} = {src}.reshape({x}.size)")
+        ctx.line(f"{acc} = {literal(0, dtype)}")
+        ctx.line(f"for {k} in range({x}.size):")
+        with ctx.indent():
+            ctx.line(f"{acc} = {acc} + {np_dtype(dtype)}({flat}[{k}])")
+            ctx.line(f"{out}[{k}] = {acc}")
+        return
+    out = ctx.alloc(0, "(" + "".join(f"{x}.shape[{d}], " for d in range(ndim)) + ")")
+    iv = [ctx.fresh("i") for _ in range(ndim)]
+    for d in range(ndim):
+        ctx.line(f"for {iv[d]} in range({x}.shape[{d}]):")
+        ctx.em.depth += 1
+    a = op.axis
+    idx = ", ".join(iv)
+    prev = ", ".join(f"{iv[d]} - 1" if d == a else iv[d] for d in range(ndim))
+    t = ctx.fresh("t")
+    ctx.line(f"{t} = {np_dtype(dtype)}({x}[{idx}])")
+    ctx.line(f"if {iv[a]} > 0:")
+    with ctx.indent():
+        ctx.line(f"{t} = {t} + {out}[{prev}]")
+    ctx.line(f"{out}[{idx}] = {t}")
+    ctx.em.depth -= ndim
+
+
+_ = (Max, Min)

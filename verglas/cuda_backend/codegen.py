@@ -1,0 +1,317 @@
+"""Source generation for the CUDA backend: a Program becomes ONE host function (Python) that
+allocates buffers by the memory plan and launches generated kernels.
+
+The host function `program(L, in0, ..., c0, ...)` gets the Launcher `L`, the device inputs and
+the device copies of large constants; it returns the outputs. Kernels (templates.py) are
+globals `K0, K1, ...`; `P<k>` runs step k's reference `perform` (views, shape arithmetic on the
+host, and the fallback for ops without a kernel); `H` is host.py.
+
+Placement: every buffer lives on the device, on the host (0-d and shape-vector values computed
+from shapes: slicing bounds, reshape targets), or both (constants). A step whose inputs are all
+on the host and whose outputs are small runs on the host. Reading a device value on the host
+(`L.to_host`) syncs, which makes the program not capturable as a CUDA graph.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from verglas.cuda_backend.templates import Emitter, KernelSpec
+from verglas.graph.basic import Constant
+
+__all__ = ["HostSource", "StepContext", "generate", "Config", "HOST_OPS"]
+
+HOST_OPS = ("Shape", "ShapeI", "MakeVector")  # always on the host: they read metadata
+_NEVER_HOST = ("ARange", "Alloc", "MatMul", "CumSum")
+
+
+@dataclass(frozen=True)
+class Config:
+    """What the kernels are generated for: the block size (shared-memory kernels bake it in)."""
+
+    threads: int = 256
+
+
+@dataclass
+class HostSource:
+    """A generated program: host source, its kernels and globals, and what limits replay."""
+
+    name: str
+    config: Config
+    text: str = ""
+    kernels: list[KernelSpec] = field(default_factory=list)
+    globals: dict = field(default_factory=dict)
+    const_args: list = field(default_factory=list)  # (arg name, numpy data) uploaded once
+    syncs: bool = False  # reads device values on the host
+    has_matmul: bool = False
+    fallbacks: list = field(default_factory=list)  # ops run by their reference perform
+
+    @property
+    def capturable(self) -> bool:
+        """Whether a whole call can be captured and replayed as a CUDA graph."""
+        return not (self.syncs or self.has_matmul or self.fallbacks)
+
+    def kernel(self, spec: KernelSpec) -> str:
+        """The global name of kernel `spec` (identical kernels are shared)."""
+        for k, existing in enumerate(self.kernels):
+            if existing.source == spec.source and existing.params == spec.params:
+                return f"K{k}"
+        self.kernels.append(spec)
+        return f"K{len(self.kernels) - 1}"
+
+    def full_text(self) -> str:
+        """The host function followed by every kernel's source (what users read)."""
+        parts = [self.text]
+        for k, spec in enumerate(self.kernels):
+            parts.append(f"# K{k} = {spec.name}\n{spec.source}")
+        return "\n\n".join(parts)
+
+
+class StepContext:
+    """What a step emitter sees: input/output names on host or device, allocation, kernels."""
+
+    def __init__(self, gen, step):
+        self.gen = gen
+        self.src = gen.src
+        self.em = gen.em
+        self.program = gen.program
+        self.step = step
+        self.node = step.node
+        self.op = step.node.op
+        self.threads = gen.src.config.threads
+
+    # -- inputs --------------------------------------------------------------------------------
+    def input_var(self, i: int):
+        return self.node.inputs[i]
+
+    def constant_value(self, i: int):
+        var = self.node.inputs[i]
+        return var.data if isinstance(var, Constant) else None
+
+    def on_host(self, i: int) -> bool:
+        return self.gen.host_name.get(self.step.inputs[i]) is not None
+
+    def on_device(self, i: int) -> bool:
+        return self.gen.dev_name.get(self.step.inputs[i]) is not None
+
+    def dev(self, i: int) -> str:
+        """A device array holding input `i` (uploaded from the host on first need)."""
+        return self.gen.dev(self.step.inputs[i])
+
+    def host(self, i: int) -> str:
+        """A host value of input `i` (read back from the device on first need: a sync)."""
+        return self.gen.host(self.step.inputs[i])
+
+    # -- outputs -------------------------------------------------------------------------------
+    def out(self, j: int) -> str:
+        return f"b{self.step.outputs[j]}"
+
+    def alloc(self, j: int, shape_expr: str) -> str:
+        """Emit the device allocation of output `j` (a dead slot's storage when the plan says)."""
+        return self.gen.alloc(self.step.outputs[j], shape_expr)
+
+    def set_device(self, j: int) -> str:
+        """Declare output `j` computed on the device under its usual name."""
+        bid = self.step.outputs[j]
+        self.gen.dev_name[bid] = f"b{bid}"
+        return f"b{bid}"
+
+    # -- code ------------------------------------------------------------------------------------
+    def line(self, text: str) -> None:
+        self.em.line(text)
+
+    def fresh(self, prefix: str) -> str:
+        return self.em.fresh(prefix)
+
+    def indent(self):
+        return self.em.indent()
+
+    def kernel(self, spec: KernelSpec) -> str:
+        return self.src.kernel(spec)
+
+    def kname(self, kind: str) -> str:
+        """A kernel function name for this step."""
+        return f"k{self.step.index}_{kind}"
+
+    def perform(self) -> str:
+        """The global name of a callable running this step's reference perform."""
+        name = f"P{self.step.index}"
+        self.src.globals[name] = Perform(self.node)
+        return name
+
+
+class Perform:
+    """Runs a node's reference `perform` on the given values; returns the outputs."""
+
+    def __init__(self, node):
+        self.node = node
+
+    def __call__(self, *args):
+        storage = [[None] for _ in self.node.outputs]
+        self.node.op.perform(self.node, list(args), storage)
+        return [s[0] for s in storage]
+
+
+class _Generator:
+    def __init__(self, program, config: Config, name: str):
+        self.program = program
+        self.src = HostSource(name, config)
+        self.em = Emitter(depth=1)
+        self.dev_name: dict[int, str] = {}
+        self.host_name: dict[int, str] = {}
+        self.slot_storage: dict[int, str] = {}
+
+    def dev(self, bid: int) -> str:
+        name = self.dev_name.get(bid)
+        if name is None:
+            name = self.dev_name[bid] = f"d{bid}"
+            self.em.line(f"{name} = L.to_device({self.host_name[bid]})")
+        return name
+
+    def host(self, bid: int) -> str:
+        name = self.host_name.get(bid)
+        if name is None:
+            name = self.host_name[bid] = f"h{bid}"
+            self.em.line(f"{name} = L.to_host({self.dev_name[bid]})")
+            self.src.syncs = True
+        return name
+
+    def alloc(self, bid: int, shape_expr: str) -> str:
+        buf = self.program.buffers[bid]
+        out = f"b{bid}"
+        self.dev_name[bid] = out
+        slot = self.program.slots[bid] if self.program.slots else None
+        if slot is None or slot not in self.slot_storage:
+            self.em.line(f"{out} = L.empty({shape_expr}, {buf.dtype!r})")
+            if slot is not None:
+                self.slot_storage[slot] = out
+        else:  # the storage of a dead buffer of the same dtype and size
+            self.em.line(f"{out} = {self.slot_storage[slot]}.reshape({shape_expr})")
+        return out
+
+
+def _users(program) -> dict[int, list]:
+    users: dict[int, list] = {}
+    for step in program.steps:
+        for b in set(step.inputs):
+            users.setdefault(b, []).append(step)
+    return users
+
+
+def fusable_producers(program) -> dict[int, object]:
+    """Reduction step index -> the Elemwise step it absorbs ("reduce of a map").
+
+    The producer's only use is the reduction, it is not an output, and only metadata steps lie
+    between the two (so the memory plan cannot hand the producer's inputs to anything else).
+    """
+    from verglas.schedule.lower import is_metadata_step
+
+    users = _users(program)
+    by_output = {b: s for s in program.steps for b in s.outputs}
+    out = {}
+    for step in program.steps:
+        if type(step.node.op).__name__ not in ("Sum", "Prod", "Max", "Min", "Any", "All"):
+            continue
+        prod = by_output.get(step.inputs[0])
+        if prod is None or type(prod.node.op).__name__ != "Elemwise":
+            continue
+        buf = program.buffers[step.inputs[0]]
+        if (buf.is_output or len(prod.outputs) != 1 or prod.node.op.inplace_pattern
+                or [s.index for s in users.get(buf.id, [])] != [step.index]):
+            continue
+        if all(all(d == 1 for d in v.type.shape) for v in prod.node.inputs):
+            continue  # no array operand to take the loop's shape from
+        between = program.steps[prod.index + 1:step.index]
+        if all(is_metadata_step(s) for s in between):
+            out[step.index] = prod
+    return out
+
+
+def _runs_on_host(gen, step) -> bool:
+    name = type(step.node.op).__name__
+    if name in HOST_OPS:
+        return True
+    if name in _NEVER_HOST or step.sub_program is not None:
+        return False
+    return (all(b in gen.host_name for b in step.inputs)
+            and all(o.ndim <= 1 for o in step.node.outputs))
+
+
+def generate(program, config: Config = Config(), name: str = "program") -> HostSource:
+    """The host source computing `program` with kernels registered in kernels.py."""
+    from verglas.cuda_backend.kernels import emit
+
+    gen = _Generator(program, config, name)
+    src, em = gen.src, gen.em
+    args = ["L"]
+    for k, b in enumerate(program.inputs):
+        gen.dev_name[b] = f"in{k}"
+        args.append(f"in{k}")
+    for buf in program.buffers:
+        if buf.kind != "constant":
+            continue
+        data = np.asarray(buf.var.data)
+        gen.host_name[buf.id] = f"hc{buf.id}"
+        src.globals[f"hc{buf.id}"] = data
+        gen.dev_name[buf.id] = f"c{buf.id}"
+        src.const_args.append((f"c{buf.id}", data))
+        args.append(f"c{buf.id}")
+    absorbed = fusable_producers(program)
+    skipped = {p.index for p in absorbed.values()}
+    for step in program.steps:
+        if step.index in skipped:
+            em.line(f"# step {step.index}: {step.node.op} (fused into step "
+                    f"{next(i for i, p in absorbed.items() if p.index == step.index)})")
+            continue
+        em.line(f"# step {step.index}: {step.node.op}")
+        ctx = StepContext(gen, step)
+        ctx.producer = absorbed.get(step.index)
+        if _runs_on_host(gen, step):
+            _emit_perform(gen, ctx, on_host=True)
+            continue
+        mark = len(em.lines)
+        n_kernels = len(src.kernels)
+        try:
+            emit(step.node.op, ctx)
+        except NotImplementedError:
+            del em.lines[mark:]
+            del src.kernels[n_kernels:]
+            _emit_perform(gen, ctx, on_host=False)
+    outs, seen = [], set()
+    for b in program.outputs:
+        buf = program.buffers[b]
+        owned = (buf.kind == "temp" and buf.view_of is None and buf.takes_over is None
+                 and b in gen.dev_name and gen.dev_name[b] == f"b{b}")
+        if owned and b not in seen:
+            outs.append(gen.dev_name[b])
+        elif b in gen.dev_name:
+            outs.append(f"L.copy({gen.dev_name[b]})")
+        else:
+            outs.append(f"L.to_device({gen.host_name[b]})")
+        seen.add(b)
+    em.line(f"return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
+    src.text = "\n".join([f"def {name}({', '.join(args)}):"] + em.lines)
+    return src
+
+
+def _emit_perform(gen, ctx, on_host: bool) -> None:
+    """Run the step's reference perform: on host values (a host step), on device arrays plus
+    host indices (views), or on host copies of everything (the fallback, which syncs)."""
+    step = ctx.step
+    fn = ctx.perform()
+    name = type(ctx.op).__name__
+    view = bool(getattr(ctx.op, "view_map", None)) and name != "Elemwise"
+    if on_host:
+        args = [gen.host(b) if b in gen.host_name or name not in ("Shape", "ShapeI")
+                else gen.dev_name[b] for b in step.inputs]
+    elif view:  # metadata work on the device array; indices and shapes from the host
+        args = [gen.dev(step.inputs[0])] + [gen.host(b) for b in step.inputs[1:]]
+    else:
+        gen.src.fallbacks.append(str(ctx.op))
+        args = [gen.host(b) for b in step.inputs]
+    outs = [f"h{b}" if on_host or not view else f"b{b}" for b in step.outputs]
+    gen.em.line(f"{', '.join(outs)}, = {fn}({', '.join(args)})")
+    for b, o in zip(step.outputs, outs):
+        (gen.host_name if o.startswith("h") else gen.dev_name)[b] = o

@@ -1,0 +1,178 @@
+"""Host-side helpers the generated CUDA host code calls: broadcasting, views, launch plans.
+
+They only read shapes and strides (array metadata), never device data, so they run inside a
+CUDA graph capture. `L` is the Launcher (runtime.py): `L.xp` is cupy on a GPU, numpy in the
+simulator; `L.threads` the block size the kernels were generated for.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["broadcast_shape", "size", "is_flat", "map_views", "scalar", "run_map", "copy_into",
+           "run_reduce", "run_arg", "split_view", "join_shape", "move_last", "blocks"]
+
+
+def blocks(L, n: int, per_block: int | None = None) -> int:
+    """Blocks for `n` work items, capped (grid-stride loops cover the rest)."""
+    per = per_block or L.threads
+    return max(1, min(-(-n // per), L.max_blocks))
+
+
+def broadcast_shape(op_name: str, *shapes) -> tuple:
+    """numpy broadcasting of run-time shapes; ValueError naming the op when impossible."""
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise ValueError(f"{op_name}: input shapes {', '.join(str(tuple(s)) for s in shapes)} "
+                         f"cannot be broadcast together") from None
+
+
+def size(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
+def scalar(value, dtype: str):
+    """A host 0-d value as a kernel scalar argument of `dtype` (numpy scalar type)."""
+    return np.dtype(dtype).type(np.asarray(value).item())
+
+
+def is_flat(shape, arrays) -> bool:
+    """Whether every array is C-contiguous with exactly `shape` (flat indexing applies)."""
+    return all(a.shape == shape and a.flags.c_contiguous for a in arrays)
+
+
+def map_views(L, shape, arrays) -> list:
+    """`arrays` broadcast to `shape` (zero strides) with contiguous dims merged, padded back to
+    rank len(shape) with leading length-1 dims (the kernel's rank is fixed when generated)."""
+    rank = len(shape)
+    views = [a if a.shape == shape else L.xp.broadcast_to(a, shape) for a in arrays]
+    dims = [d for d in shape]
+    strides = [list(v.strides) for v in views]
+    keep = [k for k, d in enumerate(dims) if d != 1]
+    dims = [dims[k] for k in keep]
+    strides = [[st[k] for k in keep] for st in strides]
+    k = len(dims) - 1
+    while k > 0:  # merge axis k-1 into k when every array steps over both uniformly
+        if all(st[k - 1] == st[k] * dims[k] for st in strides):
+            dims[k - 1:k + 1] = [dims[k - 1] * dims[k]]
+            for st in strides:
+                st[k - 1:k + 1] = [st[k]]
+        k -= 1
+    pad = rank - len(dims)
+    dims = [1] * pad + dims
+    return [L.as_strided(v, tuple(dims), tuple([0] * pad + st)) for v, st in zip(views, strides)]
+
+
+def run_map(L, flat_kernel, kernel, shape, outs, operands, extra) -> None:
+    """Launch an elementwise step: the flat kernel when everything is contiguous, else the
+    strided one on broadcast, merged views. `operands`: the array operands in parameter order
+    with `extra` per operand (None: an array of the loop shape; else a ready argument)."""
+    n = size(shape)
+    if n == 0:
+        return
+    arrays = [a for a, e in zip(operands, extra) if e is None]
+    if len(shape) == 0 or is_flat(shape, list(outs) + arrays):
+        args = [o.reshape(-1) for o in outs]
+        args += [a.reshape(-1) if e is None else e for a, e in zip(operands, extra)]
+        flat_kernel(blocks(L, n), L.threads, *args, n)
+        return
+    views = iter(map_views(L, shape, list(outs) + arrays))
+    args = [next(views) for _ in outs]
+    args += [next(views) if e is None else e for e in extra]
+    kernel(blocks(L, n), L.threads, *args, n)
+
+
+def copy_into(L, kernel, dst, src, op_name: str) -> None:
+    """dst[...] = src (broadcast), through the strided copy kernel of dst's rank."""
+    if src.shape != dst.shape:
+        try:
+            src = L.xp.broadcast_to(src, dst.shape)
+        except ValueError:
+            raise ValueError(f"{op_name}: a value of shape {tuple(src.shape)} cannot be "
+                             f"broadcast to shape {tuple(dst.shape)}") from None
+    n = size(dst.shape)
+    if n == 0:
+        return
+    if dst.ndim == 0:
+        dst, src = dst.reshape(1), src.reshape(1)
+    d, s = map_views(L, dst.shape, [dst, src])
+    kernel(blocks(L, n), L.threads, d, s, n)
+
+
+def split_view(L, a, reduced) -> object:
+    """A rank-2n view of `a`: the kept axes (reduced ones as length 1), then the reduced axes
+    (kept ones as length 1), for reductions whose axes are known only at run time."""
+    kept = tuple(1 if r else d for d, r in zip(a.shape, reduced))
+    red = tuple(d if r else 1 for d, r in zip(a.shape, reduced))
+    return L.as_strided(a, kept + red, tuple(a.strides) * 2)
+
+
+def move_last(a, axis: int):
+    """`a` with `axis` moved last (a view)."""
+    order = [d for d in range(a.ndim) if d != axis] + [axis]
+    return a.transpose(order)
+
+
+def _pow2_at_most(n: int, cap: int) -> int:
+    g = 1
+    while g * 2 <= min(n, cap):
+        g *= 2
+    return g
+
+
+def run_reduce(L, rows, cols, final, dest, args, view, nk: int, m: int, k: int,
+               out_dtype: str) -> None:
+    """Launch a reduction of `m` rows of `k` elements into `dest` (m elements).
+
+    Many rows with the reduced axes outermost in memory: one thread per row (`cols`). Short
+    rows: groups of G < threads threads per row, several rows per block. A few long rows: each
+    row split over S blocks, partial results reduced by a second pass (`final`).
+    """
+    if m == 0:
+        return
+    t = L.threads
+    if cols is not None and m >= t and view.ndim > nk and nk > 0:
+        kept_stride = abs(view.strides[nk - 1])
+        red_stride = min(abs(s) for s, n in zip(view.strides[nk:], view.shape[nk:]) if n > 1) \
+            if any(n > 1 for n in view.shape[nk:]) else 0
+        if kept_stride < red_stride:
+            cols(blocks(L, m), t, dest, *args, m, k)
+            return
+    g = _pow2_at_most(max(k, 1), t)
+    splits = 1
+    if g == t and m < L.max_blocks and k > 2 * t:
+        splits = max(1, min(L.max_blocks // m, -(-k // (2 * t))))
+    if splits == 1:
+        rows(blocks(L, m, t // g), t, dest, *args, m, k, g, 1)
+        return
+    partial = L.empty((m * splits,), out_dtype)
+    rows(blocks(L, m * splits, 1), t, partial, *args, m, k, t, splits)
+    g2 = _pow2_at_most(splits, t)
+    final(blocks(L, m, t // g2), t, dest, partial.reshape(m, splits), m, splits, g2, 1)
+
+
+def run_arg(L, kernel, dest, view, m: int, k: int, op_name: str) -> None:
+    """Launch an argmax/argmin over `m` rows of `k` elements."""
+    if m == 0:
+        return
+    if k == 0:
+        raise ValueError(f"{op_name}: attempt to get the index of an extreme of an empty "
+                         f"sequence")
+    g = _pow2_at_most(k, L.threads)
+    kernel(blocks(L, m, L.threads // g), L.threads, dest, view, m, k, g)
+
+
+def join_shape(op_name: str, axis: int, shapes) -> tuple:
+    """The shape of the concatenation of `shapes` along `axis`; ValueError when they differ."""
+    first = tuple(shapes[0])
+    for s in shapes[1:]:
+        if len(s) != len(first) or any(a != b for d, (a, b) in enumerate(zip(s, first))
+                                       if d != axis):
+            raise ValueError(f"{op_name}: cannot join arrays of shapes "
+                             f"{', '.join(str(tuple(x)) for x in shapes)}")
+    total = sum(int(s[axis]) for s in shapes)
+    return first[:axis] + (total,) + first[axis + 1:]

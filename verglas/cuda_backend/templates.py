@@ -1,0 +1,594 @@
+"""CUDA kernel sources: numba.cuda Python text built from the scalar ops' own `impl` functions.
+
+Every kernel is a plain Python function as text. The scalar implementations it calls are pasted
+in as nested defs (numba inlines non-escaping closures), so a kernel compiles with
+`numba.cuda.compile_ptx` without a device, and runs unchanged under the CUDA simulator.
+A `KernelSpec` carries the source, the function name and the parameter types (the signature
+compile_ptx needs, and the argument layout a launcher marshals).
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import hashlib
+import inspect
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from verglas.graph.basic import Constant
+from verglas.ops import scalar as s
+
+__all__ = ["KernelSpec", "Arr", "Scal", "KernelBuilder", "scalar_def", "literal", "cast_expr",
+           "np_dtype", "REDUCERS", "Reducer"]
+
+
+def np_dtype(dtype: str) -> str:
+    """The expression naming numpy dtype `dtype` in generated code."""
+    return "np.bool_" if dtype == "bool" else f"np.{dtype}"
+
+
+@dataclass(frozen=True)
+class Arr:
+    """An array parameter: dtype, ndim and numba layout ('C' contiguous or 'A' any strides)."""
+
+    dtype: str
+    ndim: int
+    layout: str = "A"
+
+    def numba_type(self):
+        from numba import from_dtype, types
+
+        return types.Array(from_dtype(np.dtype(self.dtype)), self.ndim, self.layout)
+
+
+@dataclass(frozen=True)
+class Scal:
+    """A scalar parameter of `dtype`."""
+
+    dtype: str
+
+    def numba_type(self):
+        from numba import from_dtype
+
+        return from_dtype(np.dtype(self.dtype))
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """One generated kernel: source text, entry function name, parameter types."""
+
+    name: str
+    source: str
+    params: tuple
+
+    def signature(self):
+        """The numba signature `void(params...)` for compile_ptx."""
+        from numba import types
+
+        return types.void(*[p.numba_type() for p in self.params])
+
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        h = hashlib.sha256(self.source.encode())
+        h.update(repr(self.params).encode())
+        return h.hexdigest()[:32]
+
+
+# -- scalar code ---------------------------------------------------------------------------------
+def literal(value, dtype: str) -> str:
+    """A typed scalar literal in generated code."""
+    value = np.asarray(value).item()
+    if dtype == "bool":
+        return "True" if value else "False"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return f"{np_dtype(dtype)}(math.nan)"
+        if math.isinf(value):
+            return f"{np_dtype(dtype)}({'-' if value < 0 else ''}math.inf)"
+    return f"{np_dtype(dtype)}({value!r})"
+
+
+def cast_expr(expr: str, dtype: str) -> str:
+    if dtype == "bool":
+        return f"({expr} != 0)"
+    return f"{np_dtype(dtype)}({expr})"
+
+
+_ALLOWED_NAMES = {"math", "abs", "min", "max", "int", "float", "bool"}
+
+
+def _function_node(fn):
+    """The ast node (FunctionDef or Lambda) that defined `fn`, found by its bytecode."""
+    code = fn.__code__
+    if code.co_freevars or not set(code.co_names) <= _ALLOWED_NAMES | set(dir(math)):
+        raise NotImplementedError(f"{fn.__qualname__}: uses names a kernel cannot see")
+    tree = ast.parse(inspect.getsource(inspect.getmodule(fn)))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Lambda):
+            first = node.lineno
+        elif isinstance(node, ast.FunctionDef):
+            first = min([d.lineno for d in node.decorator_list] + [node.lineno])
+        else:
+            continue
+        if first != code.co_firstlineno:
+            continue
+        candidate = _as_def("candidate", node)
+        imports = ast.parse("import math").body  # as in the defining module: same bytecode
+        compiled = compile(ast.Module(imports + [candidate], []), "<verglas>", "exec")
+        inner = next(c for c in compiled.co_consts if hasattr(c, "co_code"))
+        if inner.co_code == code.co_code and inner.co_names == code.co_names:
+            return node
+    raise NotImplementedError(f"{fn.__qualname__}: source not found")
+
+
+def _as_def(name, node):
+    if isinstance(node, ast.Lambda):
+        out = ast.FunctionDef(name=name, args=node.args, body=[ast.Return(node.body)],
+                              decorator_list=[], returns=None, type_params=[])
+    else:
+        out = ast.FunctionDef(name=name, args=node.args, body=node.body, decorator_list=[],
+                              returns=node.returns, type_params=[])
+    return ast.fix_missing_locations(out)
+
+
+@functools.lru_cache(maxsize=None)
+def scalar_def(op_name: str) -> tuple[str, str]:
+    """(function name, def source) of scalar op `op_name`'s impl, to paste into a kernel."""
+    impl = s.SCALAR_OPS[op_name].impl
+    name = "s_" + re.sub(r"\W", "_", op_name)
+    node = _as_def(name, _function_node(impl))
+    return name, ast.unparse(node)
+
+
+class Emitter:
+    """Lines with indentation and one name allocator (the kernel and host code builders)."""
+
+    def __init__(self, depth: int = 0):
+        self.lines: list[str] = []
+        self.depth = depth
+        self._counts: dict[str, int] = {}
+
+    def line(self, text: str) -> None:
+        self.lines.append("    " * self.depth + text)
+
+    def fresh(self, prefix: str) -> str:
+        n = self._counts.get(prefix, 0)
+        self._counts[prefix] = n + 1
+        return f"{prefix}{n}"
+
+    def indent(self):
+        emitter = self
+
+        class _Block:
+            def __enter__(self):
+                emitter.depth += 1
+
+            def __exit__(self, *exc):
+                emitter.depth -= 1
+
+        return _Block()
+
+
+class KernelBuilder(Emitter):
+    """Builds one kernel: parameters, nested scalar defs, body lines."""
+
+    def __init__(self, name: str):
+        super().__init__(depth=1)
+        self.name = name
+        self.params: list[tuple[str, object]] = []
+        self.defs: dict[str, str] = {}
+
+    def param(self, prefix: str, ptype) -> str:
+        name = self.fresh(prefix)
+        self.params.append((name, ptype))
+        return name
+
+    def scalar_fn(self, op_name: str) -> str:
+        name, src = scalar_def(op_name)
+        self.defs[name] = src
+        return name
+
+    def decompose(self, flat: str, dims: list[str], prefix: str = "j") -> list[str]:
+        """Emit the multi-index (C order) of flat index `flat` over `dims`; return names."""
+        if not dims:
+            return []
+        names = [self.fresh(prefix) for _ in dims]
+        rem = self.fresh("r")
+        self.line(f"{rem} = {flat}")
+        for d in range(len(dims) - 1, 0, -1):
+            self.line(f"{names[d]} = {rem} % {dims[d]}")
+            self.line(f"{rem} = {rem} // {dims[d]}")
+        self.line(f"{names[0]} = {rem}")
+        return names
+
+    def scalar_expr(self, sop, args: list[str], arg_dtypes: list[str], out_dtypes) -> list[str]:
+        """Emit `sop` on expressions `args` (Composite graphs inlined); return result names."""
+        inner = getattr(sop, "fgraph", None)
+        if inner is not None:
+            values = dict(zip(inner.inputs, args))
+            for node in inner.toposort():
+                ins = [literal(v.data, v.type.dtype) if isinstance(v, Constant) else values[v]
+                       for v in node.inputs]
+                outs = self.scalar_expr(node.op, ins, [v.type.dtype for v in node.inputs],
+                                        [o.type.dtype for o in node.outputs])
+                values.update(zip(node.outputs, outs))
+            return [literal(o.data, o.type.dtype) if isinstance(o, Constant) else values[o]
+                    for o in inner.outputs]
+        (out_dtype,) = out_dtypes
+        name = self.fresh("t")
+        if isinstance(sop, (s.Cast, s.Identity)):
+            expr = args[0]
+        elif isinstance(sop, (s.Neg, s.Invert)) and arg_dtypes[0] == "bool":
+            expr = f"not {args[0]}"
+        else:
+            expr = f"{self.scalar_fn(sop.name)}({', '.join(args)})"
+        self.line(f"{name} = {cast_expr(expr, out_dtype)}")
+        return [name]
+
+    def spec(self) -> KernelSpec:
+        header = f"def {self.name}({', '.join(n for n, _ in self.params)}):"
+        defs = ["    " + line for src in self.defs.values() for line in src.splitlines()]
+        source = "\n".join([header] + defs + self.lines) + "\n"
+        return KernelSpec(self.name, source, tuple(p for _, p in self.params))
+
+
+# -- reductions ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Reducer:
+    """How a reduction accumulates: accumulator dtype, identity, combine, final conversion."""
+
+    acc: str
+    identity: str
+    combine: str  # a format string over {a} and {b}
+    to_acc: str  # a format string over {x}
+    final: str  # a format string over {a}
+
+
+def _float_max(a, b):
+    return f"({a} if {a} != {a} else ({b} if {b} != {b} else ({a} if {a} >= {b} else {b})))"
+
+
+def _float_min(a, b):
+    return f"({a} if {a} != {a} else ({b} if {b} != {b} else ({a} if {a} <= {b} else {b})))"
+
+
+def _extreme_identity(dtype: str, largest: bool) -> str:
+    kind = np.dtype(dtype).kind
+    if kind == "f":
+        return literal(-np.inf if largest else np.inf, dtype)
+    info = np.iinfo(dtype)
+    return literal(info.min if largest else info.max, dtype)
+
+
+def REDUCERS(kind: str, in_dtype: str, out_dtype: str) -> Reducer:
+    """The Reducer of reduction `kind` (sum prod max min any all) from `in_dtype`."""
+    if kind in ("any", "all") or (out_dtype == "bool" and kind in ("max", "min")):
+        # booleans accumulate as 0/1 bytes: or is max, and is min
+        largest = kind in ("any", "max")
+        return Reducer("uint8", "np.uint8(0)" if largest else "np.uint8(1)",
+                       "max({a}, {b})" if largest else "min({a}, {b})",
+                       "np.uint8({x} != 0)", "({a} != 0)")
+    cast = f"{np_dtype(out_dtype)}({{x}})"
+    if kind == "sum":
+        return Reducer(out_dtype, literal(0, out_dtype), "{a} + {b}", cast, "{a}")
+    if kind == "prod":
+        return Reducer(out_dtype, literal(1, out_dtype), "{a} * {b}", cast, "{a}")
+    largest = kind == "max"
+    if np.dtype(out_dtype).kind == "f":
+        comb = _float_max("{a}", "{b}") if largest else _float_min("{a}", "{b}")
+    else:
+        comb = "max({a}, {b})" if largest else "min({a}, {b})"
+    return Reducer(out_dtype, _extreme_identity(out_dtype, largest), comb, cast, "{a}")
+
+
+# -- kernel sources ------------------------------------------------------------------------------
+# Operand kinds of elementwise-style kernels:
+#   ("array", dtype)      an array with the loop's shape (broadcast views have zero strides)
+#   ("one", dtype)        a size-1 array, read at [0] (statically all-length-1 inputs)
+#   ("arg", dtype)        a scalar kernel argument (a 0-d value held by the host)
+#   ("lit", dtype, text)  a literal in the source (a 0-d constant)
+def _operand_params(kb, operands, rank: int, layout: str):
+    """Declare the parameters of `operands`; return (read, name of the first array operand),
+    read(k, index) being the expression reading operand k at `index`."""
+    reads = []
+    first = None
+    for op in operands:
+        kind, dtype = op[0], op[1]
+        if kind == "array":
+            name = kb.param("a", Arr(dtype, rank, layout))
+            reads.append(("array", name))
+            first = first or name
+        elif kind == "one":
+            name = kb.param("a", Arr(dtype, 1, "A"))
+            reads.append(("fixed", f"{name}[0]"))
+        elif kind == "arg":
+            name = kb.param("v", Scal(dtype))
+            reads.append(("fixed", name))
+        else:
+            reads.append(("fixed", op[2]))
+
+    def read(k: int, index: str) -> str:
+        kind, text = reads[k]
+        return f"{text}[{index}]" if kind == "array" else text
+
+    return read, first
+
+
+def map_kernel(name, sop, operands, out_dtypes, rank: int, flat: bool) -> KernelSpec:
+    """An Elemwise/Composite step: one grid-stride loop over the flattened output.
+
+    `flat`: every array operand and output is C-contiguous of the output's size (flat index);
+    otherwise arrays have rank `rank` and any strides (zero strides broadcast).
+    """
+    kb = KernelBuilder(name)
+    layout, ndim = ("C", 1) if flat else ("A", rank)
+    outs = [kb.param("o", Arr(d, ndim, layout)) for d in out_dtypes]
+    read, _ = _operand_params(kb, operands, ndim, layout)
+    n = kb.param("n", Scal("int64"))
+    kb.line(f"for i in range(cuda.grid(1), {n}, cuda.gridsize(1)):")
+    with kb.indent():
+        if flat:
+            index = "i"
+        else:
+            index = ", ".join(kb.decompose("i", [f"{outs[0]}.shape[{d}]" for d in range(rank)]))
+        args = [read(k, index) for k in range(len(operands))]
+        results = kb.scalar_expr(sop, args, [o[1] for o in operands], list(out_dtypes))
+        for o, r in zip(outs, results):
+            kb.line(f"{o}[{index}] = {r}")
+    return kb.spec()
+
+
+def copy_kernel(name, src_dtype, dst_dtype, rank: int, mode: str = "set") -> KernelSpec:
+    """dst[...] = src[...] (or +=), with a dtype conversion; any strides, rank `rank`."""
+    kb = KernelBuilder(name)
+    dst = kb.param("dst", Arr(dst_dtype, rank))
+    src = kb.param("src", Arr(src_dtype, rank))
+    n = kb.param("n", Scal("int64"))
+    kb.line(f"for i in range(cuda.grid(1), {n}, cuda.gridsize(1)):")
+    with kb.indent():
+        index = ", ".join(kb.decompose("i", [f"{dst}.shape[{d}]" for d in range(rank)]))
+        value = cast_expr(f"{src}[{index}]", dst_dtype)
+        if mode == "add":
+            kb.line(f"{dst}[{index}] = {cast_expr(f'{dst}[{index}] + {value}', dst_dtype)}")
+        else:
+            kb.line(f"{dst}[{index}] = {value}")
+    return kb.spec()
+
+
+def _reduce_value(kb, sop, operands, read, index, in_dtype):
+    """The value a reduction folds at `index`: the fused map's result or the operand."""
+    if sop is None:
+        return read(0, index)
+    (value,) = kb.scalar_expr(sop, [read(k, index) for k in range(len(operands))],
+                              [o[1] for o in operands], [in_dtype])
+    return value
+
+
+def reduce_rows_kernel(name, red: Reducer, sop, operands, in_dtype, out_dtype, nk: int,
+                       nr: int, threads: int) -> KernelSpec:
+    """Rows of a (kept..., reduced...) view reduced by groups of G threads in shared memory.
+
+    A block of `threads` threads holds threads // G groups; a group folds one row (or, with
+    S > 1 splits, a 1/S share of it into a partial result at dest[row * S + split]) and the
+    group's partial values meet in a shared-memory tree. G = threads is one block per row;
+    a small G packs many short rows (softmax-like shapes) into one block.
+    """
+    kb = KernelBuilder(name)
+    dest = kb.param("dest", Arr(out_dtype, 1, "C"))
+    read, view = _operand_params(kb, operands, nk + nr, "A")
+    m, k, g, nsplit = (kb.param(p, Scal("int64")) for p in ("m", "k", "g", "s"))
+    kb.line(f"sm = cuda.shared.array({threads}, {np_dtype(red.acc)})")
+    kb.line("tid = cuda.threadIdx.x")
+    kb.line(f"lane = tid % {g}")
+    kb.line(f"gpb = {threads} // {g}")
+    kb.line(f"total = {m} * {nsplit}")
+    kb.line("base = cuda.blockIdx.x * gpb")
+    kb.line("while base < total:")  # uniform over the block: every thread reaches syncthreads
+    with kb.indent():
+        kb.line(f"grp = base + tid // {g}")
+        kb.line(f"acc = {red.identity}")
+        kb.line("if grp < total:")
+        with kb.indent():
+            kb.line(f"row = grp // {nsplit}")
+            kb.line(f"col = (grp - row * {nsplit}) * {g} + lane")
+            kb.line(f"while col < {k}:")
+            with kb.indent():
+                rows = kb.decompose("row", [f"{view}.shape[{d}]" for d in range(nk)], "p")
+                cols = kb.decompose("col", [f"{view}.shape[{d}]" for d in range(nk, nk + nr)],
+                                    "q")
+                value = _reduce_value(kb, sop, operands, read, ", ".join(rows + cols), in_dtype)
+                kb.line(f"acc = {red.combine.format(a='acc', b=red.to_acc.format(x=value))}")
+                kb.line(f"col += {nsplit} * {g}")
+        kb.line("sm[tid] = acc")
+        kb.line("cuda.syncthreads()")
+        kb.line(f"h = {g} // 2")
+        kb.line("while h > 0:")
+        with kb.indent():
+            kb.line("if lane < h:")
+            with kb.indent():
+                kb.line(f"sm[tid] = {red.combine.format(a='sm[tid]', b='sm[tid + h]')}")
+            kb.line("cuda.syncthreads()")
+            kb.line("h //= 2")
+        kb.line("if lane == 0 and grp < total:")
+        with kb.indent():
+            kb.line(f"{dest}[grp] = {red.final.format(a='sm[tid]')}")
+        kb.line("cuda.syncthreads()")
+        kb.line("base += cuda.gridDim.x * gpb")
+    return kb.spec()
+
+
+def reduce_cols_kernel(name, red: Reducer, sop, operands, in_dtype, out_dtype, nk: int,
+                       nr: int) -> KernelSpec:
+    """One thread per output element, a serial loop over the reduced axes: coalesced when the
+    reduced axes are the outer ones (a sum over axis 0 of a row-major matrix)."""
+    kb = KernelBuilder(name)
+    dest = kb.param("dest", Arr(out_dtype, 1, "C"))
+    read, view = _operand_params(kb, operands, nk + nr, "A")
+    m, k = kb.param("m", Scal("int64")), kb.param("k", Scal("int64"))
+    kb.line(f"for row in range(cuda.grid(1), {m}, cuda.gridsize(1)):")
+    with kb.indent():
+        rows = kb.decompose("row", [f"{view}.shape[{d}]" for d in range(nk)], "p")
+        kb.line(f"acc = {red.identity}")
+        kb.line(f"for col in range({k}):")
+        with kb.indent():
+            cols = kb.decompose("col", [f"{view}.shape[{d}]" for d in range(nk, nk + nr)], "q")
+            value = _reduce_value(kb, sop, operands, read, ", ".join(rows + cols), in_dtype)
+            kb.line(f"acc = {red.combine.format(a='acc', b=red.to_acc.format(x=value))}")
+        kb.line(f"{dest}[row] = {red.final.format(a='acc')}")
+    return kb.spec()
+
+
+def arg_kernel(name, dtype, largest: bool, nk: int, nr: int, threads: int) -> KernelSpec:
+    """Argmax/argmin over the reduced axes of a (kept..., reduced...) view: the first index of
+    the extreme value, NaN counting as the extreme (numpy)."""
+    kb = KernelBuilder(name)
+    dest = kb.param("dest", Arr("int64", 1, "C"))
+    x = kb.param("x", Arr(dtype, nk + nr))
+    m, k, g = (kb.param(p, Scal("int64")) for p in ("m", "k", "g"))
+    better = ">" if largest else "<"
+    kb.line(f"sv = cuda.shared.array({threads}, {np_dtype(dtype)})")
+    kb.line(f"si = cuda.shared.array({threads}, np.int64)")
+    kb.line("tid = cuda.threadIdx.x")
+    kb.line(f"lane = tid % {g}")
+    kb.line(f"gpb = {threads} // {g}")
+    kb.line("base = cuda.blockIdx.x * gpb")
+    kb.line(f"while base < {m}:")
+    with kb.indent():
+        kb.line(f"row = base + tid // {g}")
+        kb.line(f"bv = {literal(0, dtype)}")
+        kb.line("bi = -1")
+        kb.line(f"if row < {m}:")
+        with kb.indent():
+            kb.line(f"for col in range(lane, {k}, {g}):")
+            with kb.indent():
+                rows = kb.decompose("row", [f"{x}.shape[{d}]" for d in range(nk)], "p")
+                cols = kb.decompose("col", [f"{x}.shape[{d}]" for d in range(nk, nk + nr)], "q")
+                kb.line(f"v = {x}[{', '.join(rows + cols)}]")
+                kb.line(f"if bi < 0 or (v != v and bv == bv) or v {better} bv:")
+                with kb.indent():
+                    kb.line("bv = v")
+                    kb.line("bi = col")
+        kb.line("sv[tid] = bv")
+        kb.line("si[tid] = bi")
+        kb.line("cuda.syncthreads()")
+        kb.line(f"h = {g} // 2")
+        kb.line("while h > 0:")
+        with kb.indent():
+            kb.line("if lane < h:")
+            with kb.indent():
+                kb.line("av = sv[tid]")
+                kb.line("ai = si[tid]")
+                kb.line("cv = sv[tid + h]")
+                kb.line("ci = si[tid + h]")
+                kb.line("if ci >= 0:")
+                with kb.indent():
+                    kb.line(f"if ai < 0 or (cv != cv and (av == av or ci < ai)) or (av == av and "
+                            f"(cv {better} av or (cv == av and ci < ai))):")
+                    with kb.indent():
+                        kb.line("sv[tid] = cv")
+                        kb.line("si[tid] = ci")
+            kb.line("cuda.syncthreads()")
+            kb.line("h //= 2")
+        kb.line(f"if lane == 0 and row < {m}:")
+        with kb.indent():
+            kb.line(f"{dest}[row] = si[tid]")
+        kb.line("cuda.syncthreads()")
+        kb.line("base += cuda.gridDim.x * gpb")
+    return kb.spec()
+
+
+def cumsum_kernel(name, in_dtype, out_dtype, rank: int) -> KernelSpec:
+    """One thread per row of a (rows..., axis) view: a serial running sum along the last axis."""
+    kb = KernelBuilder(name)
+    out = kb.param("out", Arr(out_dtype, rank))
+    x = kb.param("x", Arr(in_dtype, rank))
+    m, k = kb.param("m", Scal("int64")), kb.param("k", Scal("int64"))
+    kb.line(f"for row in range(cuda.grid(1), {m}, cuda.gridsize(1)):")
+    with kb.indent():
+        rows = kb.decompose("row", [f"{x}.shape[{d}]" for d in range(rank - 1)], "p")
+        kb.line(f"acc = {literal(0, out_dtype)}")
+        kb.line(f"for col in range({k}):")
+        with kb.indent():
+            index = ", ".join(rows + ["col"])
+            value = cast_expr(f"{x}[{index}]", out_dtype)
+            kb.line(f"acc = {cast_expr(f'acc + {value}', out_dtype)}")
+            kb.line(f"{out}[{index}] = acc")
+    return kb.spec()
+
+
+def arange_kernel(name, dtype) -> KernelSpec:
+    """out[i] = start + i * delta, computed in float64 (floats) or int64 (ints) as numpy."""
+    kb = KernelBuilder(name)
+    out = kb.param("out", Arr(dtype, 1, "C"))
+    calc = "float64" if np.dtype(dtype).kind == "f" else "int64"
+    start, delta = kb.param("start", Scal(calc)), kb.param("delta", Scal(calc))
+    n = kb.param("n", Scal("int64"))
+    kb.line(f"for i in range(cuda.grid(1), {n}, cuda.gridsize(1)):")
+    with kb.indent():
+        kb.line(f"{out}[i] = {cast_expr(f'{start} + i * {delta}', dtype)}")
+    return kb.spec()
+
+
+def index_kernel(name, scatter: str | None, x_dtype, v_dtype, x_rank: int, entries,
+                 out_rank: int, block_at: int, block_rank: int) -> KernelSpec:
+    """Advanced indexing over a view whose axes are each a full slice or an integer index.
+
+    `entries`: per axis of the indexed view, ("slice",) or ("array", dtype) or ("int",).
+    The loop runs over the indexed shape (out_rank axes: the sliced axes in order with the
+    broadcast block of the index arrays inserted at `block_at`). Gather (`scatter` None):
+    out[j] = x[idx(j)]. Scatter: x[idx(j)] = v[j] ("set") or atomically += v[j] ("add").
+    Out-of-bounds indices set err[0] = 1 and are not followed.
+    """
+    kb = KernelBuilder(name)
+    if scatter is None:
+        out = kb.param("out", Arr(x_dtype, out_rank))
+    else:
+        out = kb.param("v", Arr(v_dtype, out_rank))
+    x = kb.param("x", Arr(x_dtype, x_rank))
+    idx = []
+    for e in entries:
+        if e[0] == "array":
+            idx.append(kb.param("ix", Arr(e[1], block_rank)))
+        elif e[0] == "int":
+            idx.append(kb.param("iv", Scal("int64")))
+        else:
+            idx.append(None)
+    err = kb.param("err", Arr("int32", 1, "C"))
+    n = kb.param("n", Scal("int64"))
+    kb.line(f"for i in range(cuda.grid(1), {n}, cuda.gridsize(1)):")
+    with kb.indent():
+        j = kb.decompose("i", [f"{out}.shape[{d}]" for d in range(out_rank)])
+        block = j[block_at:block_at + block_rank]
+        rest = iter(j[:block_at] + j[block_at + block_rank:])
+        kb.line("ok = True")
+        xi = []
+        for axis, (e, ix) in enumerate(zip(entries, idx)):
+            if e[0] == "slice":
+                xi.append(next(rest))
+                continue
+            name_ = kb.fresh("x")
+            read = f"{ix}[{', '.join(block)}]" if e[0] == "array" else ix
+            kb.line(f"{name_} = np.int64({read})")
+            kb.line(f"if {name_} < 0:")
+            with kb.indent():
+                kb.line(f"{name_} += {x}.shape[{axis}]")
+            kb.line(f"if {name_} < 0 or {name_} >= {x}.shape[{axis}]:")
+            with kb.indent():
+                kb.line(f"{err}[0] = 1")
+                kb.line("ok = False")
+            xi.append(name_)
+        kb.line("if ok:")
+        with kb.indent():
+            src = f"{x}[{', '.join(xi)}]"
+            dst = f"{out}[{', '.join(j)}]"
+            if scatter is None:
+                kb.line(f"{dst} = {src}")
+            elif scatter == "set":
+                kb.line(f"{src} = {cast_expr(dst, x_dtype)}")
+            else:
+                kb.line(f"cuda.atomic.add({x}, ({', '.join(xi)},), {cast_expr(dst, x_dtype)})")
+    return kb.spec()

@@ -1,0 +1,577 @@
+"""Canonicalization: algebra to one normal form, and no-op nodes removed.
+
+Normal form of the associative-commutative ops (add, mul, maximum, minimum, and, or, xor):
+constants last, and moved to the top of a chain where they combine into one (x+1+2 -> x+3,
+(x*2)*3 -> x*6), so `1+x` and `x+1` merge and identities (x+0, x*1) become visible. Subtraction
+of a constant becomes addition of its negation and division by a float constant multiplication
+by its reciprocal, for the same reason. Everything here keeps numpy's dtypes and broadcasting:
+an identity fires only when the other operand cannot broadcast `x` to a bigger shape.
+
+IEEE semantics decide what may fire:
+- x*0 -> 0 and x-x -> 0 fire for integers and bools only (inf*0 and inf-inf are NaN).
+- exp(log(x)) -> x only where x >= 0 is known (exp, abs, sqr, sqrt, ...): log of a negative
+  is NaN.
+- log(exp(x)) -> x fires for every float x: equal wherever exp(x) is finite and nonzero, and
+  where it is not (overflow to inf above ~709 for float64, ~88 for float32; underflow to 0
+  below ~-745 / ~-103) x is the exact answer the original could not represent. JAX/XLA and
+  PyTensor make the same choice: a rewrite may make a result more accurate, never less.
+- x**0.5 -> sqrt(x) keeps pow's pow(-inf, 0.5) = +inf (sqrt(-inf) is NaN) with a where, unless
+  x >= 0 is known.
+The stable softmax / logsumexp recognitions are tagged "symbolic_op_recognition" (inner-graph
+optimization leaves them out).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from verglas.graph import Apply, Constant, Variable
+from verglas.ops import math as m
+from verglas.ops import scalar as s
+from verglas.ops.elemwise import DimShuffle, Elemwise
+from verglas.ops.reduce import Max, Reduce, Sum
+from verglas.ops.shape import Alloc, Reshape, Shape, ShapeI, SumToShape
+from verglas.rewrite.engine import node_rewriter
+from verglas.rewrite.registry import register
+from verglas.rewrite.utils import (broadcasts_nothing, const_like, constant_value, elemwise_op,
+                                   is_constant, is_float, is_int_or_bool, same_as,
+                                   first, scalar_constant, single_client)
+
+__all__ = [
+    "commutative_constant_last", "assoc_constants_combine", "assoc_constant_outward",
+    "add_zero", "sub_zero", "mul_one", "div_one", "mul_zero", "neg_neg", "zero_minus",
+    "sub_self", "sub_constant_to_add", "div_constant_to_mul", "pow_one", "pow_two_to_sqr",
+    "pow_half_to_sqrt", "pow_minus_one_to_reciprocal", "log_exp", "exp_log",
+    "dimshuffle_dimshuffle", "dimshuffle_identity", "reshape_reshape", "reshape_useless",
+    "alloc_useless", "cast_useless", "cast_cast", "identity_elemwise", "where_same",
+    "where_constant_condition", "second_useless", "sum_to_shape_static", "reduce_reduce",
+    "softmax_stable", "logsumexp_stable", "nonnegative",
+]
+
+CHEAP = ("fast_run", "fast_compile")
+RUN = ("fast_run",)
+RECOGNITION = ("fast_run", "symbolic_op_recognition")
+
+_COMMUTATIVE = (s.Add, s.Mul, s.Maximum, s.Minimum, s.Eq, s.Neq, s.And, s.Or, s.Xor)
+_ASSOCIATIVE = (s.Add, s.Mul, s.Maximum, s.Minimum, s.And, s.Or, s.Xor)
+
+
+def _rule(*tracks, scalar_tracks=(), tags=CHEAP):
+    """Register into this phase: `@_rule(Elemwise, scalar_tracks=(s.Add,))`."""
+    def decorate(fn):
+        return register(node_rewriter(*tracks, scalar_tracks=scalar_tracks)(fn),
+                        phase="canonicalize", tags=tags)
+    return decorate
+
+
+def _identity(out: Variable, x: Variable, c: Variable, value) -> Variable | None:
+    """`x` for `out = op(x, c)` when c holds `value` everywhere and broadcasts nothing."""
+    v = scalar_constant(c)
+    if v is None or v != value or not broadcasts_nothing(x, c):
+        return None
+    return same_as(out, x)
+
+
+def _elemwise_inputs(var: Variable, scalar_cls) -> list | None:
+    """The inputs of `var`'s Elemwise when its scalar op is a `scalar_cls`, else None."""
+    sop = elemwise_op(var)
+    return var.owner.inputs if isinstance(sop, scalar_cls) else None
+
+
+# -- order and constants of associative-commutative chains -------------------------------------
+@_rule(Elemwise, scalar_tracks=_COMMUTATIVE)
+def commutative_constant_last(fgraph, node):
+    """op(c, x) -> op(x, c) for a commutative op and constant c (so 1+x and x+1 merge)."""
+    match node.inputs:
+        case [c, x] if is_constant(c) and not is_constant(x):
+            return first(same_as(node.outputs[0], node.op(x, c)))
+
+
+@_rule(Elemwise, scalar_tracks=_ASSOCIATIVE, tags=RUN)
+def assoc_constants_combine(fgraph, node):
+    """(x op c1) op c2 -> x op (c1 op c2), computed in the output dtype: x+1+2 -> x+3."""
+    out = node.outputs[0]
+    inner, c2 = node.inputs
+    if not is_constant(c2) or elemwise_op(inner) != node.op.scalar_op \
+            or inner.dtype != out.dtype:
+        return None
+    x, c1 = inner.owner.inputs
+    if not is_constant(c1) or is_constant(x):
+        return None
+    dtype = out.dtype
+    v1, v2 = constant_value(c1).astype(dtype), constant_value(c2).astype(dtype)
+    (value,) = node.op.scalar_op.perform_arrays(v1, v2)
+    return first(same_as(out, node.op(x, const_like(value, dtype, out.ndim))))
+
+
+@_rule(Elemwise, scalar_tracks=_ASSOCIATIVE, tags=RUN)
+def assoc_constant_outward(fgraph, node):
+    """(x op c) op y -> (x op y) op c, and y op (x op c) likewise: constants rise to the top
+    of a chain, where they combine (one dtype throughout, inner result used once)."""
+    out = node.outputs[0]
+    sop = node.op.scalar_op
+    for k in (0, 1):
+        inner, y = node.inputs[k], node.inputs[1 - k]
+        if is_constant(y) or elemwise_op(inner) != sop or not single_client(fgraph, inner):
+            continue
+        x, c = inner.owner.inputs
+        if not is_constant(c) or is_constant(x):
+            continue
+        if not (x.dtype == y.dtype == inner.dtype == out.dtype):
+            continue
+        pair = node.op(x, y) if k == 0 else node.op(y, x)
+        return first(same_as(out, node.op(pair, c)))
+    return None
+
+
+# -- identities ----------------------------------------------------------------------------------
+@_rule(Elemwise, scalar_tracks=(s.Add,))
+def add_zero(fgraph, node):
+    """x + 0 -> x (0 + x too)."""
+    x, y = node.inputs
+    out = node.outputs[0]
+    return first(_identity(out, x, y, 0), _identity(out, y, x, 0))
+
+
+@_rule(Elemwise, scalar_tracks=(s.Sub,))
+def sub_zero(fgraph, node):
+    """x - 0 -> x."""
+    x, c = node.inputs
+    return first(_identity(node.outputs[0], x, c, 0))
+
+
+@_rule(Elemwise, scalar_tracks=(s.Mul,))
+def mul_one(fgraph, node):
+    """x * 1 -> x (1 * x too)."""
+    x, y = node.inputs
+    out = node.outputs[0]
+    return first(_identity(out, x, y, 1), _identity(out, y, x, 1))
+
+
+@_rule(Elemwise, scalar_tracks=(s.TrueDiv,))
+def div_one(fgraph, node):
+    """x / 1 -> x (as the output dtype: int / 1 is a float)."""
+    x, c = node.inputs
+    return first(_identity(node.outputs[0], x, c, 1))
+
+
+def _zeros_like(out: Variable, x: Variable, c: Variable | None = None) -> Variable | None:
+    """Zeros of `out`'s dtype with the shape of x (broadcast with constant c's shape)."""
+    shape = (1,) * out.ndim if c is None else c.type.shape
+    zero = const_like(np.zeros(shape, out.dtype), out.dtype, out.ndim)
+    return same_as(out, m.second(x, zero))
+
+
+@_rule(Elemwise, scalar_tracks=(s.Mul,))
+def mul_zero(fgraph, node):
+    """x * 0 -> zeros, for integer and bool x only: for floats inf*0 and nan*0 are NaN."""
+    out = node.outputs[0]
+    if not is_int_or_bool(out):
+        return None
+    for x, c in (node.inputs, node.inputs[::-1]):
+        if is_constant(c) and not is_constant(x) and is_int_or_bool(x):
+            v = scalar_constant(c)
+            if v is not None and v == 0:
+                return first(_zeros_like(out, x, c))
+    return None
+
+
+@_rule(Elemwise, scalar_tracks=(s.Neg,))
+def neg_neg(fgraph, node):
+    """-(-x) -> x."""
+    match node.inputs:
+        case [Variable(owner=Apply(op=Elemwise(s.Neg()), inputs=[x]))]:
+            return first(same_as(node.outputs[0], x))
+
+
+@_rule(Elemwise, scalar_tracks=(s.Sub,))
+def zero_minus(fgraph, node):
+    """0 - x -> -x."""
+    c, x = node.inputs
+    v = scalar_constant(c)
+    if v is None or v != 0 or is_constant(x) or not broadcasts_nothing(x, c) \
+            or x.dtype != node.outputs[0].dtype or x.dtype == "bool":
+        return None
+    return first(same_as(node.outputs[0], m.neg(x)))
+
+
+@_rule(Elemwise, scalar_tracks=(s.Sub,))
+def sub_self(fgraph, node):
+    """x - x -> zeros, for integers only (inf - inf is NaN)."""
+    x, y = node.inputs
+    out = node.outputs[0]
+    if x is y and is_int_or_bool(out):
+        return first(_zeros_like(out, x))
+    return None
+
+
+@_rule(Elemwise, scalar_tracks=(s.Sub,))
+def sub_constant_to_add(fgraph, node):
+    """x - c -> x + (-c): exact in IEEE and in wrapping integer arithmetic; constants then
+    combine with the add chain (x + 1 - 1 -> x)."""
+    x, c = node.inputs
+    out = node.outputs[0]
+    if not is_constant(c) or is_constant(x) or out.dtype == "bool":
+        return None
+    value = constant_value(c).astype(out.dtype)
+    with np.errstate(all="ignore"):
+        negated = const_like(np.negative(value), out.dtype, out.ndim)
+    return first(same_as(out, m.add(x, negated)))
+
+
+@_rule(Elemwise, scalar_tracks=(s.TrueDiv,), tags=RUN)
+def div_constant_to_mul(fgraph, node):
+    """x / c -> x * (1/c) for a float constant c whose reciprocal is finite and normal."""
+    x, c = node.inputs
+    out = node.outputs[0]
+    if not is_constant(c) or is_constant(x) or out.dtype.startswith("complex") \
+            or not is_float(out):
+        return None
+    value = constant_value(c).astype(out.dtype)
+    with np.errstate(all="ignore"):
+        inv = np.divide(np.ones((), out.dtype), value)
+    tiny = np.finfo(out.dtype).tiny
+    if not np.all(np.isfinite(inv)) or not np.all(np.abs(inv) >= tiny):
+        return None
+    return first(same_as(out, m.mul(x, const_like(inv, out.dtype, out.ndim))))
+
+
+# -- powers, exp and log ---------------------------------------------------------------------------
+def _pow_parts(node):
+    """(x, exponent value) of pow(x, c) when c is one constant broadcasting nothing and x
+    already has the output dtype; else None."""
+    x, c = node.inputs
+    if is_constant(x) or x.dtype != node.outputs[0].dtype or not broadcasts_nothing(x, c):
+        return None
+    v = scalar_constant(c)
+    return None if v is None else (x, v)
+
+
+@_rule(Elemwise, scalar_tracks=(s.Pow,))
+def pow_one(fgraph, node):
+    """x ** 1 -> x."""
+    parts = _pow_parts(node)
+    if parts is not None and parts[1] == 1:
+        return first(same_as(node.outputs[0], parts[0]))
+    return None
+
+
+@_rule(Elemwise, scalar_tracks=(s.Pow,))
+def pow_two_to_sqr(fgraph, node):
+    """x ** 2 -> sqr(x)."""
+    parts = _pow_parts(node)
+    if parts is not None and parts[1] == 2 and parts[0].dtype != "bool":
+        return first(same_as(node.outputs[0], m.sqr(parts[0])))
+    return None
+
+
+@_rule(Elemwise, scalar_tracks=(s.Pow,))
+def pow_half_to_sqrt(fgraph, node):
+    """x ** 0.5 -> sqrt(x) (float x), keeping pow(-inf, 0.5) = inf unless x >= 0 is known."""
+    parts = _pow_parts(node)
+    if parts is None or parts[1] != 0.5 or not is_float(parts[0]) \
+            or parts[0].dtype.startswith("complex"):
+        return None
+    x = parts[0]
+    root = m.sqrt(x)
+    if not nonnegative(x):
+        inf = const_like(np.inf, x.dtype, x.ndim)
+        root = m.where(m.eq(x, const_like(-np.inf, x.dtype, x.ndim)), inf, root)
+    return first(same_as(node.outputs[0], root))
+
+
+@_rule(Elemwise, scalar_tracks=(s.Pow,))
+def pow_minus_one_to_reciprocal(fgraph, node):
+    """x ** -1 -> reciprocal(x) (float x; integers to negative powers are an error)."""
+    parts = _pow_parts(node)
+    if parts is not None and parts[1] == -1 and is_float(parts[0]):
+        return first(same_as(node.outputs[0], m.reciprocal(parts[0])))
+    return None
+
+
+@_rule(Elemwise, scalar_tracks=(s.Log,))
+def log_exp(fgraph, node):
+    """log(exp(x)) -> x for float x (see the module doc for overflow)."""
+    match node.inputs:
+        case [Variable(owner=Apply(op=Elemwise(s.Exp()), inputs=[x]))] if is_float(x):
+            return first(same_as(node.outputs[0], x))
+
+
+_NONNEGATIVE = (s.Exp, s.Abs, s.Sqr, s.Sqrt, s.Sigmoid, s.Softplus, s.Isnan, s.Isinf)
+
+
+def nonnegative(var: Variable) -> bool:
+    """True when every element of `var` is known >= 0 or NaN (from how it is computed)."""
+    sop = elemwise_op(var)
+    if isinstance(sop, _NONNEGATIVE):
+        return True
+    if var.dtype == "bool" or np.dtype(var.dtype).kind == "u":
+        return True
+    if isinstance(var, Constant) or is_constant(var):
+        value = constant_value(var)
+        return value.size <= 100_000 and not np.any(value < 0)
+    return False
+
+
+@_rule(Elemwise, scalar_tracks=(s.Exp,))
+def exp_log(fgraph, node):
+    """exp(log(x)) -> x where x >= 0 is known (else log(x) is NaN for negative x)."""
+    match node.inputs:
+        case [Variable(owner=Apply(op=Elemwise(s.Log()), inputs=[x]))] \
+                if is_float(x) and nonnegative(x):
+            return first(same_as(node.outputs[0], x))
+
+
+# -- no-op shape and type nodes ------------------------------------------------------------------
+@_rule(DimShuffle)
+def dimshuffle_dimshuffle(fgraph, node):
+    """DimShuffle(DimShuffle(x)) -> one DimShuffle (or x when they cancel)."""
+    match node.inputs:
+        case [Variable(owner=Apply(op=DimShuffle() as inner, inputs=[x]))]:
+            order = tuple("x" if e == "x" else inner.new_order[e] for e in node.op.new_order)
+            if order == tuple(range(x.ndim)):
+                return first(same_as(node.outputs[0], x))
+            return first(same_as(node.outputs[0], DimShuffle(x.ndim, order)(x)))
+
+
+@_rule(DimShuffle)
+def dimshuffle_identity(fgraph, node):
+    """DimShuffle that keeps every axis in place -> x."""
+    if node.op.new_order == tuple(range(node.op.input_ndim)):
+        return first(same_as(node.outputs[0], node.inputs[0]))
+    return None
+
+
+@_rule(Reshape)
+def reshape_reshape(fgraph, node):
+    """reshape(reshape(x, s1), s2) -> reshape(x, s2)."""
+    match node.inputs:
+        case [Variable(owner=Apply(op=Reshape(), inputs=[x, _])), shp]:
+            return first(same_as(node.outputs[0], Reshape(node.op.ndim)(x, shp)))
+
+
+def _dim_is(x: Variable, axis: int, dim: Variable) -> bool:
+    """True when 0-d `dim` is provably the length of axis `axis` of `x`."""
+    static = x.type.shape[axis]
+    if static is not None:
+        v = scalar_constant(dim)
+        return v is not None and v == static
+    owner = dim.owner
+    return owner is not None and isinstance(owner.op, ShapeI) and owner.op.i == axis \
+        and owner.inputs[0] is x
+
+
+def _shape_entries(shp: Variable) -> list | None:
+    """The 0-d entries of a shape vector built by MakeVector or Shape, else None."""
+    owner = shp.owner
+    if owner is None:
+        return None
+    from verglas.ops.shape import MakeVector
+
+    if isinstance(owner.op, MakeVector):
+        return list(owner.inputs)
+    return None
+
+
+@_rule(Reshape)
+def reshape_useless(fgraph, node):
+    """reshape(x, shape(x)) or to x's own static shape -> x."""
+    x, shp = node.inputs
+    out = node.outputs[0]
+    if x.ndim != out.ndim:
+        return None
+    if None not in x.type.shape and out.type.shape == x.type.shape:
+        return first(same_as(out, x))
+    owner = shp.owner
+    if owner is not None and isinstance(owner.op, Shape) and owner.inputs[0] is x:
+        return first(same_as(out, x))
+    value = constant_value(shp)
+    entries = _shape_entries(shp)
+    if entries is None and value is not None:
+        if all(s is not None and int(v) == s for v, s in zip(value, x.type.shape)):
+            return first(same_as(out, x))
+        return None
+    if entries is not None and all(_dim_is(x, a, d) for a, d in enumerate(entries)):
+        return first(same_as(out, x))
+    return None
+
+
+@_rule(Alloc)
+def alloc_useless(fgraph, node):
+    """broadcast_to(x, shape of x) -> x."""
+    x, *dims = node.inputs
+    if x.ndim == len(dims) and all(_dim_is(x, a, d) for a, d in enumerate(dims)):
+        return first(same_as(node.outputs[0], x))
+    return None
+
+
+@_rule(Elemwise, scalar_tracks=(s.Cast,))
+def cast_useless(fgraph, node):
+    """cast(x, x.dtype) -> x."""
+    (x,) = node.inputs
+    if x.dtype == node.op.scalar_op.dtype:
+        return first(same_as(node.outputs[0], x))
+    return None
+
+
+@_rule(Elemwise, scalar_tracks=(s.Cast,))
+def cast_cast(fgraph, node):
+    """cast(cast(x, d1), d2) -> cast(x, d2) when the first cast is exact (safe)."""
+    match node.inputs:
+        case [Variable(owner=Apply(op=Elemwise(s.Cast(dtype=d1)), inputs=[x]))] \
+                if np.can_cast(x.dtype, d1, "safe"):
+            return first(same_as(node.outputs[0], m.cast(x, node.op.scalar_op.dtype)))
+
+
+@_rule(Elemwise, scalar_tracks=(s.Identity,))
+def identity_elemwise(fgraph, node):
+    """identity(x) -> x."""
+    return first(same_as(node.outputs[0], node.inputs[0]))
+
+
+@_rule(Elemwise, scalar_tracks=(s.Switch,))
+def where_same(fgraph, node):
+    """where(c, a, a) -> a (when c broadcasts nothing)."""
+    c, a, b = node.inputs
+    if a is b and broadcasts_nothing(a, c):
+        return first(same_as(node.outputs[0], a))
+    return None
+
+
+@_rule(Elemwise, scalar_tracks=(s.Switch,))
+def where_constant_condition(fgraph, node):
+    """where(True, a, b) -> a and where(False, a, b) -> b (when nothing else broadcasts)."""
+    c, a, b = node.inputs
+    v = scalar_constant(c)
+    if v is None:
+        return None
+    keep, other = (a, b) if v else (b, a)
+    if broadcasts_nothing(keep, c) and broadcasts_nothing(keep, other):
+        return first(same_as(node.outputs[0], keep))
+    return None
+
+
+@_rule(Elemwise, scalar_tracks=(s.Second,))
+def second_useless(fgraph, node):
+    """second(x, y) -> y when y provably has the output's shape (statically, or x is y)."""
+    x, y = node.inputs
+    out = node.outputs[0]
+    if y.dtype != out.dtype:
+        return None
+    if x is y or broadcasts_nothing(y, x):
+        return first(same_as(out, y))
+    return None
+
+
+@_rule(SumToShape)
+def sum_to_shape_static(fgraph, node):
+    """SumToShape to the input's own, fully static shape -> the input."""
+    g, _ = node.inputs
+    target = node.op.static_shape
+    if None not in target and target == g.type.shape:
+        return first(same_as(node.outputs[0], g))
+    return None
+
+
+# -- reductions ---------------------------------------------------------------------------------
+@_rule(Reduce)
+def reduce_reduce(fgraph, node):
+    """sum(sum(x, a1), a2) -> sum(x, a1 | a2) (same for prod, max, min, any, all): one pass
+    over x instead of two (the inner result used only here)."""
+    outer = node.op
+    inner_var = node.inputs[0]
+    owner = inner_var.owner
+    if owner is None or type(owner.op) is not type(outer) or not single_client(fgraph, inner_var):
+        return None
+    inner = owner.op
+    (x,) = owner.inputs
+    kept = [a for a in range(x.ndim) if a not in inner.axis]
+    mapped = set(outer.axis) if inner.keepdims else {kept[a] for a in outer.axis}
+    combined = tuple(sorted(set(inner.axis) | mapped))
+    dropped = set()  # axes of x missing from the result
+    if not inner.keepdims:
+        dropped |= set(inner.axis)
+    if not outer.keepdims:
+        dropped |= mapped
+    if dropped == set(combined):
+        new = type(outer)(combined, False)(x)
+    elif not dropped:
+        new = type(outer)(combined, True)(x)
+    else:
+        full = type(outer)(combined, True)(x)
+        new = DimShuffle(x.ndim, [a for a in range(x.ndim) if a not in dropped])(full)
+    return first(same_as(node.outputs[0], new) if new.dtype == node.outputs[0].dtype else None)
+
+
+def _strip_expand(var: Variable):
+    """(v, inserted axes) when `var` is a DimShuffle only inserting axes into v, else (var, ())."""
+    owner = var.owner
+    if owner is not None and isinstance(owner.op, DimShuffle) and not owner.op.dropped \
+            and owner.op.kept == tuple(sorted(owner.op.kept)):
+        return owner.inputs[0], owner.op.inserted
+    return var, ()
+
+
+def _is_shifted(x: Variable) -> bool:
+    """True when x = y - (a maximum of y): the stable forms, which must not match again."""
+    sop = elemwise_op(x)
+    if not isinstance(sop, s.Sub):
+        return False
+    shift, _ = _strip_expand(x.owner.inputs[1])
+    if isinstance(elemwise_op(shift), s.Switch):  # where(isinf(max), 0, max)
+        shift, _ = _strip_expand(shift.owner.inputs[2])
+    owner = shift.owner
+    return owner is not None and isinstance(owner.op, Max)
+
+
+def _stable_shift(x: Variable, axes: tuple) -> Variable:
+    """The maximum of x over `axes` (kept as length 1), 0 where it is not finite."""
+    top = Max(axes, True)(x)
+    zero = const_like(0, x.dtype, x.ndim)
+    return m.where(m.isinf(top), zero, top)
+
+
+def _sum_of_exp(var: Variable):
+    """(x, e, axes, keepdims) when var = sum(e, axes, keepdims) with e = exp(x), else None."""
+    owner = var.owner
+    if owner is None or type(owner.op) is not Sum:
+        return None
+    (e,) = owner.inputs
+    match e:
+        case Variable(owner=Apply(op=Elemwise(s.Exp()), inputs=[x])) if is_float(x):
+            return x, e, owner.op.axis, owner.op.keepdims
+    return None
+
+
+@_rule(Elemwise, scalar_tracks=(s.TrueDiv,), tags=RECOGNITION)
+def softmax_stable(fgraph, node):
+    """exp(x) / sum(exp(x), axis, keepdims) -> the same after subtracting max(x, axis)."""
+    num, den = node.inputs
+    den, inserted = _strip_expand(den)
+    found = _sum_of_exp(den)
+    if found is None:
+        return None
+    x, e, axes, keepdims = found
+    if e is not num or _is_shifted(x) or x.dtype != node.outputs[0].dtype:
+        return None
+    if keepdims == bool(inserted) or (inserted and tuple(inserted) != axes):
+        return None
+    stable = m.exp(m.sub(x, _stable_shift(x, axes)))
+    return first(same_as(node.outputs[0], m.true_divide(stable, Sum(axes, True)(stable))))
+
+
+@_rule(Elemwise, scalar_tracks=(s.Log,), tags=RECOGNITION)
+def logsumexp_stable(fgraph, node):
+    """log(sum(exp(x), axis)) -> max + log(sum(exp(x - max), axis)): no overflow."""
+    found = _sum_of_exp(node.inputs[0])
+    if found is None:
+        return None
+    x, _, axes, keepdims = found
+    if _is_shifted(x) or x.dtype != node.outputs[0].dtype:
+        return None
+    shift = _stable_shift(x, axes)
+    out = m.add(m.log(Sum(axes, True)(m.exp(m.sub(x, shift)))), shift)
+    if not keepdims:
+        out = DimShuffle(x.ndim, [a for a in range(x.ndim) if a not in axes])(out)
+    return first(same_as(node.outputs[0], out))
+

@@ -1,0 +1,96 @@
+"""Inner graphs: optimize each OpFromGraph / Scan body once, and inline OpFromGraph(inline=True).
+
+`optimize_inner_graphs` (phase "optimize_inner_graphs") rewrites the inner graph of every
+distinct inner-graph op with the outer mode minus "symbolic_op_recognition" (a rule that folds
+a pattern into an inner-graph op would recreate that op inside its own body). Inplace stays:
+the inner graph's inputs are protected like any graph's inputs, and a body with inplace nodes
+is frozen with `dedup_nodes=False`. Inner graphs are immutable values, so the result is a NEW
+op; every node applying the old op is moved onto it, and an op used N times is optimized once.
+Nested inner graphs are reached through the inner pipeline, which runs this rewrite again.
+
+`inline_op_from_graph` (phase "canonicalize") replaces a node of an OpFromGraph built with
+`inline=True` by its inner graph rebuilt on the node's inputs.
+"""
+
+from __future__ import annotations
+
+import time
+
+from verglas.graph import InconsistencyError
+from verglas.ops.op_from_graph import OpFromGraph, inline_ofg
+from verglas.ops.scan import Scan
+from verglas.rewrite.engine import GraphRewriter, node_rewriter
+from verglas.rewrite.registry import Mode, get_mode, register
+from verglas.rewrite.trace import Tracer
+
+__all__ = ["InnerGraphOptimizer", "inline_op_from_graph", "optimize_inner_graphs",
+           "optimized_op"]
+
+INNER_EXCLUDED = ("symbolic_op_recognition",)
+
+
+def optimized_op(op, mode: Mode, tracer: Tracer | None = None):
+    """`op` (an OpFromGraph or Scan) with its inner graph rewritten by `mode`'s pipeline: a new
+    op, or `op` itself when nothing changed."""
+    from verglas.rewrite.pipeline import build_pipeline
+
+    inner = op.fgraph.unfreeze()
+    sub = Tracer(strict=tracer.strict if tracer is not None else False)
+    if tracer is not None:
+        sub.echo, sub.file, sub.profile = tracer.echo, tracer.file, tracer.profile
+    sub.mode = mode
+    build_pipeline(mode)(inner, sub)
+    inplace = any(node.op.destroy_map for node in inner.apply_nodes)
+    frozen = inner.freeze(dedup_nodes=not inplace)
+    if frozen == op.fgraph:
+        return op
+    if isinstance(op, Scan):
+        return Scan.from_graph(frozen, op.layout)
+    return op.replace(fgraph=frozen)
+
+
+class InnerGraphOptimizer(GraphRewriter):
+    """Moves every OpFromGraph / Scan node onto a new op whose inner graph is optimized."""
+
+    name = "optimize_inner_graphs"
+
+    def apply(self, fgraph, run):
+        tracer = run.tracer
+        mode = (tracer.mode or get_mode("fast_run")).excluding(*INNER_EXCLUDED)
+        replace = getattr(fgraph, "replace_all_validate", None) or fgraph.replace_all
+        done: dict = {}  # old op -> new op: one optimization per distinct op
+        t0 = time.perf_counter()
+        fired = False
+        for node in fgraph.toposort():
+            op = node.op
+            if not isinstance(op, (OpFromGraph, Scan)) or node not in fgraph.apply_nodes:
+                continue
+            new_op = done.get(op)
+            if new_op is None:
+                new_op = done[op] = optimized_op(op, mode, tracer)
+                done[new_op] = new_op  # an op already optimized here stays as it is
+            if new_op is op:
+                continue
+            new = new_op.make_node(*node.inputs)
+            try:
+                replace(list(zip(node.outputs, new.outputs)), reason=self.name)
+            except InconsistencyError:
+                continue
+            fired = True
+            if tracer.echo:
+                tracer.fired(self.name, node, new.outputs)
+        if tracer.profile is not None:
+            tracer.profile.record(self.name, time.perf_counter() - t0, fired)
+
+
+optimize_inner_graphs = register(InnerGraphOptimizer(), phase="optimize_inner_graphs",
+                                 tags=("fast_run", "fast_compile"))
+
+
+@register(phase="canonicalize", tags=("fast_run", "fast_compile"))
+@node_rewriter(OpFromGraph)
+def inline_op_from_graph(fgraph, node):
+    """OpFromGraph(inline=True)(inputs) -> its inner graph rebuilt on `inputs`."""
+    if not node.op.inline:
+        return None
+    return inline_ofg(node.op, node.inputs)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import builtins
+
 import numpy as np
 
 from verglas.graph.basic import Constant, Variable
@@ -101,6 +103,7 @@ class Function:
                         v.type.shape if any(s is not None for s in v.type.shape) else None)
                        for v in self.graph.inputs]
         self._contiguous = False
+        self._fast = self._call_checked
         if self.mode == "reference":
             self._runner = ReferenceRunner(self.graph)
             self.program = None
@@ -114,6 +117,8 @@ class Function:
             self._runner = build_runner(self.program, self.cache_key)
             self._runner.compile()
             self._contiguous = True
+            self._fast = _fast_call(self)
+            return
         else:
             from verglas.cuda_backend.runtime import build_runner as build_cuda_runner
 
@@ -121,6 +126,10 @@ class Function:
 
     # -- the call --------------------------------------------------------------------------
     def __call__(self, *args):
+        return self._fast(*args)
+
+    def _call_checked(self, *args):
+        """The call with every argument checked and converted (the fast path's fallback)."""
         specs = self._specs
         if len(args) != len(specs):
             n = len(specs)
@@ -145,7 +154,9 @@ class Function:
 
     def _convert(self, k, ttype, arg):
         label = f"input {k} ({self.input_names[k]!r})"
-        if hasattr(arg, "__cuda_array_interface__") and not isinstance(arg, np.ndarray):
+        if _is_device_array(arg):
+            if self.device == "cuda" and self.mode != "reference":
+                return self._runner.accept(ttype, arg, label)  # zero copy, checked like filter
             arg = asnumpy(arg)
         if not isinstance(arg, np.ndarray):
             try:
@@ -179,6 +190,40 @@ class Function:
         self._build()
 
 
+def _fast_call(function: Function):
+    """A generated wrapper that hands arrays that already fit straight to the jitted program.
+
+    It checks exactly what the program's signature assumes (ndarray, dtype, ndim, C order,
+    static dims) and falls back to the checked call for anything else.
+    """
+    runner = function._runner
+    n = len(function._specs)
+    names = [f"a{k}" for k in range(n)]
+    conds = []
+    for name, (dtype, ndim, static) in zip(names, function._specs):
+        conds.append(f"type({name}) is ndarray and {name}.dtype is D{names.index(name)} and "
+                     f"{name}.ndim == {ndim} and {name}.flags.c_contiguous")
+        for axis, dim in enumerate(static or ()):
+            if dim is not None:
+                conds.append(f"{name}.shape[{axis}] == {dim}")
+    consts = "".join(f", C{k}" for k in range(len(runner.arg_constants)))
+    result = "r[0]" if function.single else "list(r)"
+    unpack = f"{', '.join(names)}{',' if n == 1 else ''} = args" if n else "pass"
+    test = " and ".join(conds) if conds else "True"
+    source = (f"def fast(*args):\n"
+              f"    if len(args) == {n}:\n"
+              f"        {unpack}\n"
+              f"        if {test}:\n"
+              f"            r = JIT({', '.join(names)}{consts})\n"
+              f"            return {result}\n"
+              f"    return checked(*args)\n")
+    namespace = {"ndarray": np.ndarray, "JIT": runner.jitted, "checked": function._call_checked}
+    namespace.update({f"D{k}": spec[0] for k, spec in enumerate(function._specs)})
+    namespace.update({f"C{k}": c for k, c in enumerate(runner.arg_constants)})
+    exec(builtins.compile(source, "<verglas fast call>", "exec"), namespace)
+    return namespace["fast"]
+
+
 def _owned(outputs: list, inputs: list) -> list:
     """Outputs the caller owns: copies of anything aliasing an input, a constant or another
     output, and of read-only arrays."""
@@ -191,6 +236,20 @@ def _owned(outputs: list, inputs: list) -> list:
             out = out.copy()
         result.append(out)
     return result
+
+
+def _is_device_array(arg) -> bool:
+    """A GPU array: `__cuda_array_interface__`, or DLPack on a CUDA device (kDLCUDA = 2,
+    kDLCUDAManaged = 13)."""
+    if isinstance(arg, np.ndarray):
+        return False
+    if hasattr(arg, "__cuda_array_interface__"):
+        return True
+    device = getattr(arg, "__dlpack_device__", None)
+    try:
+        return callable(device) and device()[0] in (2, 13)
+    except Exception:
+        return False
 
 
 def asnumpy(array) -> np.ndarray:

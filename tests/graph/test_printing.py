@@ -84,3 +84,19 @@ def test_deep_graph_prints_without_recursion():
     for _ in range(3000):
         v = sin(v)
     assert len(dprint(v, file="str").splitlines()) == 3001
+
+
+def test_inner_graph_of_an_op_held_as_a_prop():
+    from tests.graph.utils import Elemwise
+
+    class Wrap(Elemwise):
+        __props__ = ("name", "nin", "scalar_op")
+
+        def __init__(self, scalar_op):
+            super().__init__("wrap", 1)
+            self.scalar_op = scalar_op
+
+    a = scalar("a")
+    op = Wrap(Inner.from_vars([a], [sin(a)]))
+    text = dprint(op(scalar("x")), file="str")
+    assert "Inner graphs:" in text and " ← sin" in text

@@ -44,7 +44,9 @@ def basic_index(draw, shape, symbolic=True):
             items.append(slice(comp(draw(bound)), comp(draw(bound)), comp(step)))
         axis += 1
     if use_ellipsis:
-        items.insert(draw(st.integers(0, len(items))), Ellipsis)
+        # items were drawn for the leading axes: an Ellipsis after them keeps them aligned
+        # (one earlier would shift them onto trailing axes they were not drawn for)
+        items.append(Ellipsis)
     return tuple(items), values
 
 

@@ -152,3 +152,19 @@ def test_numba_backend_writes_into_the_destroyed_buffer():
     want = ReferenceRunner(freeze([x], outs))([xc])
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-12)
+
+
+def test_set_and_inc_subtensor_write_into_a_dead_x_only():
+    x = vg.tensor("x", shape=(None,), dtype="float64")
+    i = vg.tensor("i", shape=(None,), dtype="int64")
+    y = vg.exp(x)
+    w = vg.inc_subtensor(vg.set_subtensor(y[1:3], 0.0)[i], 1.0)
+    values = [np.arange(5.0), np.array([0, 0, 4])]
+    graph = check_same_results([x, i], [w], values)
+    assert [type(n.op).__name__ for n in destroyers(graph)] == ["IncSubtensor",
+                                                                "AdvancedIncSubtensor"]
+    graph = check_same_results([x, i], [w * vg.sum(y)], values)  # y is read after the set
+    assert [type(n.op).__name__ for n in destroyers(graph)] == ["AdvancedIncSubtensor",
+                                                                "Elemwise"]
+    graph = check_same_results([x, i], [vg.set_subtensor(x[:2], 1.0)], values)
+    assert not destroyers(graph)  # x is a graph input

@@ -66,7 +66,7 @@ def _emit_alloc(op, ctx) -> None:
     dims = []
     for k in range(n):
         d = ctx.fresh("d")
-        ctx.line(f"{d} = np.int64({ctx.inp(k + 1)}[()])")
+        ctx.line(f"{d} = np.int64({ctx.inp(k + 1)}.item())")
         ctx.line(f"if {d} < 0:")
         with ctx.indent():
             ctx.raise_("ValueError", f"{op}: negative dimension")
@@ -81,7 +81,7 @@ def _emit_alloc(op, ctx) -> None:
     out = ctx.alloc(0, _tuple(dims))
     if all(s == 1 for s in vvar.type.shape):  # one value fills everything
         v, flat, k = ctx.fresh("t"), ctx.fresh("of"), ctx.fresh("k")
-        ctx.line(f"{v} = {value}[{', '.join('0' * vvar.ndim) if vvar.ndim else '()'}]")
+        ctx.line(f"{v} = {value}.item()")
         ctx.line(f"{flat} = {out}.reshape({out}.size)")
         ctx.line(f"for {k} in range({out}.size):")
         with ctx.indent():
@@ -118,7 +118,7 @@ def _emit_join(op, ctx) -> None:
 def _emit_arange(op, ctx) -> None:
     start, stop, step = (ctx.fresh(p) for p in ("start", "stop", "step"))
     for name, i in zip((start, stop, step), range(3)):
-        ctx.line(f"{name} = {ctx.inp(i)}[()]")
+        ctx.line(f"{name} = {ctx.inp(i)}.item()")
     ctx.line(f"if {step} == 0:")
     with ctx.indent():
         ctx.raise_("ValueError", f"{op}: step is zero")

@@ -62,7 +62,7 @@ def _normalize_indices(idx, n):
 def _scalar_index(ctx, name: str, x: str, axis: int, op) -> str:
     """Emit a bounds-checked, wrapped integer index read from 0-d `name`; return its name."""
     i = ctx.fresh("ix")
-    ctx.line(f"{i} = np.int64({name}[()])")
+    ctx.line(f"{i} = np.int64({name}.item())")
     ctx.line(f"if {i} < -{x}.shape[{axis}] or {i} >= {x}.shape[{axis}]:")
     with ctx.indent():
         ctx.raise_("IndexError", f"{op}: index out of bounds for axis {axis}")
@@ -89,7 +89,7 @@ def _basic_index(ctx, op, x: str, first_input: int) -> list[str]:
                     comps.append("")
                     continue
                 c = ctx.fresh("sl")
-                ctx.line(f"{c} = np.int64({ctx.inp(k)}[()])")
+                ctx.line(f"{c} = np.int64({ctx.inp(k)}.item())")
                 k += 1
                 if j == 2:
                     ctx.line(f"if {c} == 0:")
@@ -145,13 +145,13 @@ def _emit_inc_subtensor(op, ctx) -> None:
         + ctx.input_var(0).ndim - consumed
     if tndim == 0:
         target = f"{out}[{', '.join(parts)}]"
-        val = f"{v}[()]"
+        val = f"{v}.item()"
         ctx.line(f"{target} = {val}" if op.set_instead_of_inc else f"{target} += {val}")
         return
     view = ctx.fresh("w")
     ctx.line(f"{view} = {out}[{', '.join(parts)}]" if parts else f"{view} = {out}")
     _check_value(ctx, op, v, vndim, [f"{view}.shape[{d}]" for d in range(tndim)])
-    val = f"{v}[()]" if vndim == 0 else v
+    val = f"{v}.item()" if vndim == 0 else v
     if op.set_instead_of_inc:
         ctx.line(f"{view}[...] = {val}")
     else:
@@ -196,7 +196,7 @@ def _advanced_plan(ctx, op, x: str, xvar, first_input: int):
                                                  f"indexed axes")
                 if var.ndim == 0:  # x[True] adds an axis of length 1, x[False] of length 0
                     z = ctx.fresh("nz")
-                    ctx.line(f"{z} = np.zeros(1 if {name}[()] else 0, np.int64)")
+                    ctx.line(f"{z} = np.zeros(1 if {name}.item() else 0, np.int64)")
                     arrays.append((z, 1, None, False))
                     continue
                 nz = ctx.fresh("nz")
@@ -211,7 +211,7 @@ def _advanced_plan(ctx, op, x: str, xvar, first_input: int):
             ctx.line(f"if not {ok}:")
             with ctx.indent():
                 ctx.raise_("IndexError", f"{op}: index out of bounds for axis {axis}")
-            arrays.append((norm if var.ndim else f"{norm}[()]", var.ndim, axis,
+            arrays.append((norm if var.ndim else f"{norm}.item()", var.ndim, axis,
                            var.ndim == 0))
             axis += 1
             continue
@@ -220,7 +220,7 @@ def _advanced_plan(ctx, op, x: str, xvar, first_input: int):
         for j in range(3):
             if given[j]:
                 c = ctx.fresh("sl")
-                ctx.line(f"{c} = np.int64({ctx.inp(k)}[()])")
+                ctx.line(f"{c} = np.int64({ctx.inp(k)}.item())")
                 k += 1
                 comps.append(c)
             else:

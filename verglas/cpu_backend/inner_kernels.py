@@ -39,7 +39,7 @@ def _emit_scan(op, ctx) -> None:
     node = ctx.node
     n_seqs, n_states = lay.n_seqs, lay.n_states
     n = ctx.fresh("n")
-    ctx.line(f"{n} = np.int64({ctx.inp(0)}[()])")
+    ctx.line(f"{n} = np.int64({ctx.inp(0)}.item())")
     ctx.line(f"if {n} < 0:")
     with ctx.indent():
         ctx.raise_("ValueError", f"{op}: n_steps must be >= 0")
@@ -65,7 +65,7 @@ def _emit_scan(op, ctx) -> None:
             ctx.line(f"{buf}[:{k}] = {init}")
         else:
             ctx.line(f"{buf} = np.empty((1 + {n},) + {init}.shape, {np_dtype(st.dtype)})")
-            ctx.line(f"{buf}[0] = {init}[()]" if st.ndim == 0 else f"{buf}[0] = {init}")
+            ctx.line(f"{buf}[0] = {init}.item()" if st.ndim == 0 else f"{buf}[0] = {init}")
         bufs.append(buf)
     non_seqs = [_contiguous(ctx, 1 + n_seqs + n_states + i) for i in range(lay.n_non_seqs)]
     nit_types = op.inner_output_types[n_states:]
@@ -96,7 +96,7 @@ def _emit_scan(op, ctx) -> None:
                 ctx.raise_("ValueError", f"{op}: a step gave state output {q} a shape other "
                                          f"than its previous value's")
             target = f"{buf}[{k} + {step}]"
-            ctx.line(f"{target} = {v}[()]" if st.ndim == 0 else f"{target} = {v}")
+            ctx.line(f"{target} = {v}.item()" if st.ndim == 0 else f"{target} = {v}")
         for i, (tr, t) in enumerate(zip(traces, nit_types)):
             v = ctx.fresh("v")
             ctx.line(f"{v} = {res}[{n_states + i}]")
@@ -107,6 +107,6 @@ def _emit_scan(op, ctx) -> None:
             with ctx.indent():
                 ctx.raise_("ValueError", f"{op}: a step gave nit-sot output {i} a shape other "
                                          f"than earlier steps'")
-            ctx.line(f"{tr}[{step}] = {v}[()]" if t.ndim == 0 else f"{tr}[{step}] = {v}")
+            ctx.line(f"{tr}[{step}] = {v}.item()" if t.ndim == 0 else f"{tr}[{step}] = {v}")
     for j, name in enumerate(bufs + traces):
         ctx.line(f"{ctx.out(j)} = {name}")

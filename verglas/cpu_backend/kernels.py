@@ -68,7 +68,7 @@ def scalar_impl(op_name: str, dtype: str | None = None):
             _SCALAR_REFS[id(fast)] = ("scalar", op_name, dtype)
             return fast
     cls = s.SCALAR_OPS[op_name]
-    fn = numba.njit(error_model="numpy")(cls.impl)
+    fn = numba.njit(inline="always", error_model="numpy")(cls.impl)
     _SCALAR_REFS[id(fn)] = ("scalar", op_name, None)
     return fn
 
@@ -365,8 +365,11 @@ def _emit_shape_i(op, ctx) -> None:
 
 @emit.register(MakeVector)
 def _emit_make_vector(op, ctx) -> None:
-    items = "".join(f"{ctx.inp(i)}[()], " for i in range(len(ctx.node.inputs)))
-    ctx.line(f"{ctx.out(0)} = np.array(({items}), dtype={np_dtype(op.dtype)})")
+    # element by element: numba's np.array rejects tuples of mixed scalar types
+    out = ctx.out(0)
+    ctx.line(f"{out} = np.empty({len(ctx.node.inputs)}, {np_dtype(op.dtype)})")
+    for i in range(len(ctx.node.inputs)):
+        ctx.line(f"{out}[{i}] = {ctx.inp(i)}.item()")
 
 
 @register_helper

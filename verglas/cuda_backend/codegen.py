@@ -224,7 +224,10 @@ def fusable_producers(program) -> dict[int, object]:
         if all(all(d == 1 for d in v.type.shape) for v in prod.node.inputs):
             continue  # no array operand to take the loop's shape from
         between = program.steps[prod.index + 1:step.index]
-        if all(is_metadata_step(s) for s in between):
+        slots = program.slots or (None,) * len(program.buffers)
+        reused = slots[step.outputs[0]] is not None and slots[step.outputs[0]] in {
+            slots[b] for b in prod.inputs}  # the result would overwrite what it reads
+        if all(is_metadata_step(s) for s in between) and not reused:
             out[step.index] = prod
     return out
 

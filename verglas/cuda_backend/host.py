@@ -176,3 +176,83 @@ def join_shape(op_name: str, axis: int, shapes) -> tuple:
                              f"{', '.join(str(tuple(x)) for x in shapes)}")
     total = sum(int(s[axis]) for s in shapes)
     return first[:axis] + (total,) + first[axis + 1:]
+
+
+def sum_to_target(op_name: str, shape, target) -> tuple:
+    """The run-time target shape of SumToShape; ValueError when `shape` cannot reduce to it."""
+    tgt = tuple(int(t) for t in np.asarray(target).reshape(-1))
+    if len(tgt) != len(shape) or any(t != n and t != 1 for t, n in zip(tgt, shape)):
+        raise ValueError(f"{op_name}: cannot reduce shape {tuple(shape)} to {tgt}")
+    return tgt
+
+
+def run_cumsum(L, kernel, out, x) -> None:
+    """Launch a per-row running sum over the last axis of `x` into `out` (same shape)."""
+    k = x.shape[-1]
+    m = size(x.shape[:-1])
+    if m and k:
+        kernel(blocks(L, m), L.threads, out, x, m, k)
+
+
+def arange_params(start, stop, step, dtype: str, op_name: str):
+    """(length, start, delta) of numpy.arange: values are start + i * delta, with delta the
+    difference of the first two values in `dtype` (numpy's fill), in float64 or int64."""
+    start, stop, step = (np.asarray(v).item() for v in (start, stop, step))
+    if step == 0:
+        raise ValueError(f"{op_name}: step is zero")
+    n = max(0, int(np.ceil((stop - start) / step)))
+    t = np.dtype(dtype).type
+    calc = np.float64 if np.dtype(dtype).kind == "f" else np.int64
+    with np.errstate(all="ignore"):
+        first, second = t(start), t(start + step)
+        return n, calc(first), calc(second) - calc(first)
+
+
+def basic_index(a, idx_list, values, op_name: str):
+    """a[index] for a basic index structure and host index values (a view)."""
+    from verglas.ops.indexing import _build_index
+
+    try:
+        return a[_build_index(idx_list, values) + (Ellipsis,)]
+    except (IndexError, ValueError) as exc:
+        raise type(exc)(f"{op_name}: {exc} (input shape {tuple(a.shape)})") from None
+
+
+def index_args(L, x, arrays, ints, entries, at: int, op_name: str):
+    """(indexed shape, kernel index arguments in axis order) of an advanced index on view `x`:
+    index arrays broadcast to their common block shape, integers as int64 scalars."""
+    try:
+        block = tuple(np.broadcast_shapes(*[a.shape for a in arrays]))
+    except ValueError:
+        raise IndexError(f"{op_name}: index arrays of shapes "
+                         f"{', '.join(str(tuple(a.shape)) for a in arrays)} cannot be broadcast "
+                         f"together") from None
+    sliced = [x.shape[axis] for axis, e in enumerate(entries) if e[0] == "slice"]
+    shape = tuple(sliced[:at]) + block + tuple(sliced[at:])
+    arrays, ints = iter(arrays), iter(ints)
+    args = []
+    for e in entries:
+        if e[0] == "array":
+            args.append(L.xp.broadcast_to(next(arrays), block))
+        elif e[0] == "int":
+            args.append(next(ints))
+    return shape, args
+
+
+def broadcast_value(L, v, shape, op_name: str):
+    """`v` broadcast to `shape` (ValueError naming the op when it cannot)."""
+    try:
+        return L.xp.broadcast_to(v, shape)
+    except ValueError:
+        raise ValueError(f"{op_name}: a value of shape {tuple(v.shape)} cannot be broadcast to "
+                         f"the indexed shape {tuple(shape)}") from None
+
+
+def run_index(L, kernel, first, x, args, op_name: str) -> None:
+    """Launch a gather (first = output) or scatter (first = values) over the indexed shape."""
+    n = size(first.shape)
+    if n == 0:
+        return
+    err = L.error_flag(IndexError, f"{op_name}: an index is out of bounds for the indexed "
+                                   f"array of shape {tuple(x.shape)}")
+    kernel(blocks(L, n), L.threads, first, x, *args, err, n)

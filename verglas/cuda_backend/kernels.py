@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 
-import numpy as np
 
 from verglas.cuda_backend import templates as T
 from verglas.cuda_backend.codegen import StepContext, _emit_perform
@@ -390,10 +389,15 @@ def _emit_advanced(op, ctx, scatter: str | None) -> None:
             values.extend(ctx.host(next(it)) for _ in range(sum(e[1:])))
     xv = ctx.fresh("xv")
     ctx.line(f"{xv} = H.basic_index({xa}, {basic!r}, {_tuple(values)}, {str(op)!r})")
-    kept = [i for i in ints if i is not None]
-    ctx.line(f"H.run_index(L, {kern}, {'None' if scatter is None else ctx.dev(1)}, {xv}, "
-             f"{_tuple(arrays)}, {_tuple(kept)}, {entries!r}, {at}, {str(op)!r}, "
-             f"lambda shape: {ctx.alloc(0, 'shape') if scatter is None else 'None'})")
+    shape, ixa = ctx.fresh("shape"), ctx.fresh("ix")
+    ctx.line(f"{shape}, {ixa} = H.index_args(L, {xv}, {_tuple(arrays)}, "
+             f"{_tuple(i for i in ints if i is not None)}, {entries!r}, {at}, {str(op)!r})")
+    if scatter is None:
+        first = ctx.alloc(0, shape)
+    else:
+        first = ctx.fresh("vv")
+        ctx.line(f"{first} = H.broadcast_value(L, {ctx.dev(1)}, {shape}, {str(op)!r})")
+    ctx.line(f"H.run_index(L, {kern}, {first}, {xv}, {ixa}, {str(op)!r})")
 
 
 @emit.register(AdvancedSubtensor)
@@ -406,4 +410,3 @@ def _emit_advanced_inc_subtensor(op, ctx) -> None:
     _emit_advanced(op, ctx, "set" if op.set_instead_of_inc else "add")
 
 
-_ = np

@@ -135,7 +135,7 @@ def _as_def(name, node):
     return ast.fix_missing_locations(out)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def scalar_def(op_name: str) -> tuple[str, str]:
     """(function name, def source) of scalar op `op_name`'s impl, to paste into a kernel."""
     impl = s.SCALAR_OPS[op_name].impl

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from verglas.graph.basic import Node, Variable
 from verglas.graph.fg import FunctionGraph
 from verglas.graph.frozen import FrozenFunctionGraph, NominalVariable
+from verglas.graph.op import Op
 
 __all__ = ["dprint"]
 
@@ -61,15 +62,20 @@ def _roots(obj) -> tuple[list[Variable], dict]:
 
 
 def _inner_graphs(op) -> list[FrozenFunctionGraph]:
-    """The frozen graphs an op carries: in its props, or as its `fgraph` attribute."""
-    graphs = []
-    for name in getattr(op, "__props__", ()):
-        value = getattr(op, name, None)
-        values = value if isinstance(value, (tuple, list)) else (value,)
-        graphs += [v for v in values if isinstance(v, FrozenFunctionGraph)]
-    extra = getattr(op, "fgraph", None)
-    if isinstance(extra, FrozenFunctionGraph) and not any(g is extra for g in graphs):
-        graphs.append(extra)
+    """The frozen graphs an op carries: in its props (also inside ops held as props, like
+    Elemwise(Composite)), or as its `fgraph` attribute."""
+    graphs: list = []
+    values = [getattr(op, name, None) for name in getattr(op, "__props__", ())]
+    values.append(getattr(op, "fgraph", None))
+    for value in values:
+        for v in value if isinstance(value, (tuple, list)) else (value,):
+            if isinstance(v, Op):
+                found = _inner_graphs(v)
+            elif isinstance(v, FrozenFunctionGraph):
+                found = [v]
+            else:
+                continue
+            graphs += [g for g in found if not any(g is h for h in graphs)]
     return graphs
 
 

@@ -359,18 +359,23 @@ def _broadcast_dims(a: list, b: list) -> list:
 
 
 class _IncBase(Op):
-    """x with x[idx] set to (or incremented by) v, as a new array (x is never modified)."""
+    """x with x[idx] set to (or incremented by) v: a new array, or x itself overwritten by the
+    `inplace` variant (which only the inplace rewrite builds)."""
 
-    __props__ = ("idx_list", "set_instead_of_inc")
+    __props__ = ("idx_list", "set_instead_of_inc", "inplace")
     getter: type
 
-    def __init__(self, idx_list, set_instead_of_inc: bool):
+    def __init__(self, idx_list, set_instead_of_inc: bool, inplace: bool = False):
         self.idx_list = tuple(idx_list)
         self.set_instead_of_inc = bool(set_instead_of_inc)
+        self.inplace = bool(inplace)  # x is overwritten (set by the inplace rewrite only)
+        if self.inplace:
+            self.destroy_map = {0: [0]}
 
     def __repr__(self):
         kind = "set" if self.set_instead_of_inc else "inc"
-        return f"{type(self).__name__}{{{kind}, {_structure_str(self.idx_list)}}}"
+        mark = ", inplace" if self.inplace else ""
+        return f"{type(self).__name__}{{{kind}, {_structure_str(self.idx_list)}{mark}}}"
 
     def make_node(self, x, v, *index):
         x, v = as_tensor(x), as_tensor(v)
@@ -410,7 +415,7 @@ class IncSubtensor(_IncBase):
 
     def perform(self, node, inputs, outputs):
         x, v, *values = inputs
-        out = x.copy()
+        out = x if self.inplace else x.copy()
         idx = _build_index(self.idx_list, values) + (Ellipsis,)
         try:
             if self.set_instead_of_inc:
@@ -430,7 +435,8 @@ class AdvancedIncSubtensor(_IncBase):
 
     def perform(self, node, inputs, outputs):
         x, v, *values = inputs
-        out = np.array(x, copy=True, order="C")
+        # inplace needs a C-contiguous x (the scatter goes through a flat view); else a copy
+        out = x if self.inplace and x.flags.c_contiguous else np.array(x, copy=True, order="C")
         # index the flat positions with the same numpy index, then scatter into the flat view
         ids = np.arange(out.size, dtype=_INT).reshape(out.shape)
         try:

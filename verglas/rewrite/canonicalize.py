@@ -7,7 +7,9 @@ of a constant becomes addition of its negation and division by a float constant 
 by its reciprocal, for the same reason. Everything here keeps numpy's dtypes and broadcasting:
 an identity fires only when the other operand cannot broadcast `x` to a bigger shape.
 
-IEEE semantics decide what may fire:
+IEEE semantics decide what may fire, signed zeros included:
+- x + 0.0 -> x only where x cannot be -0.0 (-0.0 + 0.0 is +0.0); x - 0.0 and x + (-0.0) are
+  identities for every x. 0.0 - x -> -x likewise does not fire for floats.
 - x*0 -> 0 and x-x -> 0 fire for integers and bools only (inf*0 and inf-inf are NaN).
 - exp(log(x)) -> x only where x >= 0 is known (exp, abs, sqr, sqrt, ...): log of a negative
   is NaN.
@@ -15,8 +17,7 @@ IEEE semantics decide what may fire:
   where it is not (overflow to inf above ~709 for float64, ~88 for float32; underflow to 0
   below ~-745 / ~-103) x is the exact answer the original could not represent. JAX/XLA and
   PyTensor make the same choice: a rewrite may make a result more accurate, never less.
-- x**0.5 -> sqrt(x) keeps pow's pow(-inf, 0.5) = +inf (sqrt(-inf) is NaN) with a where, unless
-  x >= 0 is known.
+- x**0.5 -> sqrt(x) is exact: numpy's power special-cases 0.5 the same way (NaN at -inf).
 The stable softmax / logsumexp recognitions are tagged "symbolic_op_recognition" (inner-graph
 optimization leaves them out).
 """
@@ -127,10 +128,26 @@ def assoc_constant_outward(fgraph, node):
 # -- identities ----------------------------------------------------------------------------------
 @_rule(Elemwise, scalar_tracks=(s.Add,))
 def add_zero(fgraph, node):
-    """x + 0 -> x (0 + x too)."""
+    """x + 0 -> x (0 + x too): for floats only x + (-0.0), or x that cannot be -0.0, since
+    -0.0 + 0.0 is +0.0 (and 1/x tells them apart)."""
     x, y = node.inputs
     out = node.outputs[0]
-    return first(_identity(out, x, y, 0), _identity(out, y, x, 0))
+    return first(_add_identity(out, x, y), _add_identity(out, y, x))
+
+
+def _add_identity(out, x, c):
+    v = scalar_constant(c)
+    if v is None or v != 0:
+        return None
+    if is_float(out) and not (np.signbit(v) or _never_negative_zero(x)):
+        return None
+    return _identity(out, x, c, 0)
+
+
+def _never_negative_zero(x: Variable) -> bool:
+    """True when x cannot hold -0.0 (ints, bools, and results >= +0 by construction)."""
+    return not is_float(x) or isinstance(elemwise_op(x), (s.Exp, s.Abs, s.Sqr, s.Sigmoid,
+                                                           s.Softplus))
 
 
 @_rule(Elemwise, scalar_tracks=(s.Sub,))
@@ -186,11 +203,13 @@ def neg_neg(fgraph, node):
 
 @_rule(Elemwise, scalar_tracks=(s.Sub,))
 def zero_minus(fgraph, node):
-    """0 - x -> -x."""
+    """0 - x -> -x (for floats only (-0.0) - x: 0.0 - 0.0 is +0.0, -(0.0) is -0.0)."""
     c, x = node.inputs
     v = scalar_constant(c)
     if v is None or v != 0 or is_constant(x) or not broadcasts_nothing(x, c) \
             or x.dtype != node.outputs[0].dtype or x.dtype == "bool":
+        return None
+    if is_float(x) and not np.signbit(v):
         return None
     return first(same_as(node.outputs[0], m.neg(x)))
 
@@ -267,17 +286,13 @@ def pow_two_to_sqr(fgraph, node):
 
 @_rule(Elemwise, scalar_tracks=(s.Pow,))
 def pow_half_to_sqrt(fgraph, node):
-    """x ** 0.5 -> sqrt(x) (float x), keeping pow(-inf, 0.5) = inf unless x >= 0 is known."""
+    """x ** 0.5 -> sqrt(x) (float x): numpy's power computes exactly this (power(-inf, 0.5)
+    is NaN and power(-0.0, 0.5) is -0.0 in numpy, unlike C's pow)."""
     parts = _pow_parts(node)
     if parts is None or parts[1] != 0.5 or not is_float(parts[0]) \
             or parts[0].dtype.startswith("complex"):
         return None
-    x = parts[0]
-    root = m.sqrt(x)
-    if not nonnegative(x):
-        inf = const_like(np.inf, x.dtype, x.ndim)
-        root = m.where(m.eq(x, const_like(-np.inf, x.dtype, x.ndim)), inf, root)
-    return first(same_as(node.outputs[0], root))
+    return first(same_as(node.outputs[0], m.sqrt(parts[0])))
 
 
 @_rule(Elemwise, scalar_tracks=(s.Pow,))
@@ -297,7 +312,8 @@ def log_exp(fgraph, node):
             return first(same_as(node.outputs[0], x))
 
 
-_NONNEGATIVE = (s.Exp, s.Abs, s.Sqr, s.Sqrt, s.Sigmoid, s.Softplus, s.Isnan, s.Isinf)
+# >= +0.0 or NaN (sqrt is not: sqrt(-0.0) is -0.0, and exp(log(-0.0)) is +0.0)
+_NONNEGATIVE = (s.Exp, s.Abs, s.Sqr, s.Sigmoid, s.Softplus, s.Isnan, s.Isinf)
 
 
 def nonnegative(var: Variable) -> bool:

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import heapq
 
-from verglas.graph import OUTPUT, Apply, Constant, InconsistencyError, ScalarType, TensorType, Variable
+from verglas.graph import (OUTPUT, Apply, Constant, InconsistencyError, ScalarType, TensorType,
+                           Variable)
 from verglas.ops.composite import Composite
 from verglas.ops.elemwise import DimShuffle, Elemwise, broadcast_static_shape
 from verglas.ops.op_from_graph import rebuild_graph

@@ -3,7 +3,8 @@
 The last phase before compile freezes the graph. It attaches a DestroyHandler (inputs and
 constants are protected; see verglas/graph/destroy.py) and, for each Elemwise node in
 topological order, tries its inputs of the output's dtype and provably equal run-time shape:
-the first replacement the handler accepts is kept, a rejected one is reverted. A graph with
+the first replacement the handler accepts is kept, a rejected one is reverted. Then
+set_subtensor / inc_subtensor nodes write into their `x` when the handler allows it. A graph with
 inplace nodes must be frozen with `dedup_nodes=False` (compile does so), since two identical
 inplace nodes own distinct buffers.
 
@@ -15,11 +16,12 @@ from __future__ import annotations
 from verglas.graph import Apply, Constant, InconsistencyError, ReplaceValidate
 from verglas.graph.destroy import DestroyHandler
 from verglas.ops.elemwise import Elemwise
-from verglas.rewrite.engine import graph_rewriter
+from verglas.ops.indexing import AdvancedIncSubtensor, IncSubtensor
+from verglas.rewrite.engine import graph_rewriter, node_rewriter
 from verglas.rewrite.fusion import dim_keys
 from verglas.rewrite.registry import register
 
-__all__ = ["elemwise_inplace", "guard_inplace"]
+__all__ = ["elemwise_inplace", "guard_inplace", "inc_subtensor_inplace"]
 
 
 def guard_inplace(fgraph) -> None:
@@ -30,13 +32,16 @@ def guard_inplace(fgraph) -> None:
         fgraph.attach_feature(DestroyHandler())
 
 
-def _candidate(fgraph, var, out, memo) -> bool:
-    """Cheap necessary conditions for `out` to overwrite `var` (the handler decides)."""
+def _candidate(fgraph, var, out, memo: dict | None) -> bool:
+    """Cheap necessary conditions for `out` to overwrite `var` (the handler decides); `memo`
+    None: `out` has `var`'s shape by construction."""
     if var.owner is None or isinstance(var, Constant) or var.dtype != out.dtype:
         return False  # roots are graph inputs or constants: protected
+    if var.owner.op.view_map.get(var.index):
+        return False  # a view may be strided: a result in it would not be contiguous
     if any(client == "output" for client, _ in fgraph.clients[var]):
         return False
-    return dim_keys(var, memo) == dim_keys(out, memo)
+    return memo is None or dim_keys(var, memo) == dim_keys(out, memo)
 
 
 @register(phase="inplace", tags=("fast_run",))
@@ -65,3 +70,16 @@ def elemwise_inplace(fgraph) -> None:
                     continue
                 pattern, node = trial, new
                 break
+
+
+@register(phase="inplace", tags=("fast_run",))
+@node_rewriter(IncSubtensor, AdvancedIncSubtensor)
+def inc_subtensor_inplace(fgraph, node):
+    """set_subtensor / inc_subtensor -> the variant that writes into x (when x is dead)."""
+    op = node.op
+    x = node.inputs[0]
+    if op.inplace or not _candidate(fgraph, x, node.outputs[0], None):
+        return None
+    guard_inplace(fgraph)  # the walker validates through the handler (a refusal: no match)
+    new_op = type(op)(op.idx_list, op.set_instead_of_inc, inplace=True)
+    return Apply(new_op, node.inputs, [o.type for o in node.outputs]).outputs

@@ -28,7 +28,7 @@ from verglas.rewrite.utils import first, same_as, scalar_constant
 
 __all__ = ["ShapeDims", "dims_of", "scalar_dim", "shape_to_vector", "shape_subtensor",
            "make_vector_subtensor", "shape_i_from_dims", "sum_to_shape_useless",
-           "alloc_same_shape", "reshape_same_shape", "second_same_shape"]
+           "alloc_same_shape", "reshape_same_shape", "second_same_shape", "where_same_shape"]
 
 _INT = "int64"
 TAGS = ("fast_run", "fast_compile")
@@ -380,4 +380,16 @@ def second_same_shape(fgraph, node):
         return None
     if all(_provably_equal(a, b) for a, b in zip(dims_of(fgraph, y), dims_of(fgraph, out))):
         return first(same_as(out, y))
+    return None
+
+
+@_rule(Elemwise, scalar_tracks=(s.Switch,))
+def where_same_shape(fgraph, node):
+    """where(c, a, a) -> a when a provably has the broadcast shape already."""
+    _, a, b = node.inputs
+    out = node.outputs[0]
+    if a is not b or a.dtype != out.dtype:
+        return None
+    if all(_provably_equal(p, q) for p, q in zip(dims_of(fgraph, a), dims_of(fgraph, out))):
+        return first(same_as(out, a))
     return None

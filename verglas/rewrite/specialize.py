@@ -3,6 +3,9 @@
 exp(x) - 1 -> expm1(x) and log(1 + x) -> log1p(x) (more accurate near 0, one op), x*x ->
 sqr(x), x * -1 -> -x, 1/x -> reciprocal(x), reductions over no axis or over length-1 axes
 become casts / DimShuffles (no loop at all).
+
+expm1 and log1p are more accurate than what they replace; the one visible difference besides
+rounding is the sign of a zero result (expm1(-0.0) is -0.0 where exp(-0.0) - 1 is +0.0).
 """
 
 from __future__ import annotations

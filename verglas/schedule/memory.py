@@ -34,8 +34,11 @@ def plan_memory(buffers, steps, live, size_of) -> tuple[list, list]:
             if slots[b] is not None:
                 releases.setdefault(live[b][1], []).append((slots[b], (buf.dtype, size_of(b))))
         for slot, key in releases.pop(step.index, ()):
-            if slot is not None and not _still_used(slot, slots, live, step.index):
-                free.setdefault(key, []).append(slot)
+            pool = free.setdefault(key, [])
+            # an inplace output and the buffer it took over release one slot: free it once
+            if slot is not None and slot not in pool \
+                    and not _still_used(slot, slots, live, step.index):
+                pool.append(slot)
     return slots, specs
 
 

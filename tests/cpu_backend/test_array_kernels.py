@@ -1,0 +1,125 @@
+"""Shape ops and matrix products on the CPU backend against the reference: reshape (-1,
+strided inputs, errors), alloc/broadcast_to/full, concatenate/stack, arange, matmul (2-d,
+1-d, batched with broadcasting, integer, bool, mixed dtypes, empty), softmax & co."""
+
+import functools
+
+import numpy as np
+import pytest
+
+import verglas as vg
+from tests.cpu_backend.utils import compare_backend, expect_error, rng
+from tests.helpers import random_array, with_layout
+
+
+@functools.cache
+def shape_program():
+    x = vg.tensor("x", shape=(None, None), dtype="float64")
+    n = vg.scalar("n", dtype="int64")
+    outs = [vg.reshape(x, (-1,)), vg.reshape(x, (2, -1)), vg.reshape(x.T, (-1, 2)) * 1.0,
+            vg.reshape(x, (n, -1)) + 1.0, vg.broadcast_to(x[0], (3, x.shape[0], x.shape[1])),
+            vg.zeros((n, 2), dtype="int32"), vg.full((2, n), 1.5), vg.ones_like(x),
+            vg.broadcast_to(x[:, :1], (x.shape[0], 4)),
+            vg.concatenate([x, x[::-1] * 2.0, x[:1]], axis=0),
+            vg.concatenate([x, vg.zeros((x.shape[0], 1), dtype="int32")], axis=1),
+            vg.stack([x, x.T.T * 3.0], axis=1), vg.stack([x[0], x[1]], axis=-1),
+            vg.arange(n), vg.arange(1, n, 2), vg.arange(n, -1, -3, dtype="float32"),
+            vg.arange(0.5, n, 0.25), vg.arange(5)]
+    return [x, n], outs
+
+
+@pytest.mark.parametrize("layout", ["C", "F", "reversed", "strided"])
+def test_shape_ops(layout):
+    inputs, outs = shape_program()
+    x = with_layout(random_array(rng(0), "float64", (4, 6)), layout)
+    compare_backend(inputs, outs, [x, np.int64(2)])
+
+
+def test_shape_ops_errors():
+    inputs, outs = shape_program()
+    x = random_array(rng(0), "float64", (4, 6))
+    expect_error(inputs, outs, [x, np.int64(5)], ValueError, "Reshape")
+    x = vg.tensor("x", shape=(None,), dtype="float64")
+    n = vg.scalar("n", dtype="int64")
+    expect_error([x, n], vg.broadcast_to(x, (n, 3)), [np.ones(2), np.int64(2)], ValueError,
+                 "Alloc")
+    expect_error([x, n], vg.broadcast_to(x, (n, 3)), [np.ones(3), np.int64(-1)], ValueError,
+                 "Alloc")
+    expect_error([x, n], vg.arange(0, n, n), [np.ones(3), np.int64(0)], ValueError, "ARange")
+    y = vg.tensor("y", shape=(None, None), dtype="float64")
+    expect_error([y], vg.concatenate([y, y.T], axis=0), [np.ones((2, 3))], ValueError, "Join")
+
+
+def test_empty_shapes():
+    inputs, outs = shape_program()
+    compare_backend(inputs, outs, [np.zeros((2, 0)), np.int64(0)])
+
+
+@functools.cache
+def matmul_program():
+    a = vg.tensor("a", shape=(None, None), dtype="float64")
+    b = vg.tensor("b", shape=(None, None), dtype="float32")
+    v = vg.tensor("v", shape=(None,), dtype="float64")
+    t3 = vg.tensor("t3", shape=(None, None, None), dtype="float64")
+    t4 = vg.tensor("t4", shape=(None, 1, None, None), dtype="float32")
+    outs = [a @ a.T, a @ v[: a.shape[1]], v[: a.shape[0]] @ a, vg.dot(v, v),
+            a.astype("float32") @ b[: a.shape[1]], a @ b[: a.shape[1]], a.T[::-1] @ a,
+            t3 @ t3.transpose(0, 2, 1), t3 @ a.T, a[: t3.shape[2]].T @ t3,
+            t4 @ t3.astype("float32").transpose(0, 2, 1), vg.matmul(t3, v[: t3.shape[2]])]
+    return [a, b, v, t3, t4], outs
+
+
+@pytest.mark.parametrize("shapes", [
+    dict(a=(3, 4), b=(5, 2), v=(6,), t3=(2, 3, 4), t4=(2, 1, 5, 4)),
+    dict(a=(1, 1), b=(1, 1), v=(1,), t3=(1, 1, 1), t4=(1, 1, 1, 1)),
+    dict(a=(3, 0), b=(0, 2), v=(3,), t3=(2, 3, 0), t4=(2, 1, 0, 0)),
+])
+def test_matmul(shapes):
+    inputs, outs = matmul_program()
+    g = rng(1)
+    arrays = [random_array(g, i.dtype, shapes[i.name]) for i in inputs]
+    compare_backend(inputs, outs, arrays)
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64", "bool"])
+def test_matmul_integer(dtype):
+    a = vg.tensor("a", shape=(None, None), dtype=dtype)
+    b = vg.tensor("b", shape=(None, None, None), dtype=dtype)
+    outs = [a @ a.T, b @ a, a.astype("float64") @ a.T, vg.matmul(a, a[0])]
+    compare_backend([a, b], outs, [random_array(rng(2), dtype, (3, 3)),
+                                   random_array(rng(3), dtype, (2, 4, 3))])
+
+
+def test_matmul_errors():
+    a = vg.tensor("a", shape=(None, None), dtype="float64")
+    b = vg.tensor("b", shape=(None, None, None), dtype="float64")
+    expect_error([a, b], b @ a, [np.ones((3, 2)), np.ones((2, 2, 2))], ValueError, "MatMul")
+    c = vg.tensor("c", shape=(None, None, None), dtype="float64")
+    expect_error([b, c], b @ c, [np.ones((2, 2, 2)), np.ones((3, 2, 2))], ValueError, "MatMul")
+
+
+def test_softmax_family():
+    x = vg.tensor("x", shape=(None, None), dtype="float32")
+    outs = [vg.softmax(x), vg.log_softmax(x, axis=0), vg.logsumexp(x), vg.logsumexp(x, axis=1),
+            vg.logsumexp(x, axis=0, keepdims=True)]
+    compare_backend([x], outs, [random_array(rng(4), "float32", (5, 7))])
+    special = np.array([[0.0, -np.inf, 1.0], [-np.inf, -np.inf, -np.inf], [np.inf, 1.0, 2.0]],
+                       dtype="float32")
+    compare_backend([x], outs, [special])
+
+
+def test_mlp_forward_and_gradient():
+    x = vg.tensor("x", shape=(None, 4), dtype="float64")
+    y = vg.tensor("y", shape=(None,), dtype="int64")
+    w1 = vg.tensor("w1", shape=(4, 8), dtype="float64")
+    b1 = vg.tensor("b1", shape=(8,), dtype="float64")
+    w2 = vg.tensor("w2", shape=(8, 3), dtype="float64")
+    b2 = vg.tensor("b2", shape=(3,), dtype="float64")
+    h = vg.tanh(x @ w1 + b1)
+    logp = vg.log_softmax(h @ w2 + b2, axis=-1)
+    loss = -vg.mean(logp[vg.arange(x.shape[0]), y])
+    grads = vg.grad(loss, [w1, b1, w2, b2])
+    g = rng(5)
+    arrays = [g.normal(size=(6, 4)), g.integers(0, 3, size=6), g.normal(size=(4, 8)),
+              g.normal(size=8), g.normal(size=(8, 3)), g.normal(size=3)]
+    compare_backend([x, y, w1, b1, w2, b2], [loss, *grads], arrays)

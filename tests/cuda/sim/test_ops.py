@@ -1,0 +1,106 @@
+"""Indexing, cumsum, matmul, constructors, an MLP with its gradient, errors (simulator)."""
+
+import numpy as np
+import pytest
+
+import verglas as vg
+from tests.cuda.compare import compare_cuda, symbolic_inputs
+from tests.helpers import random_array
+
+RNG = np.random.default_rng(7)
+
+
+def test_gather():
+    a = random_array(RNG, "float32", (5, 4, 3))
+    idx = np.array([2, 0, -1, 2, 1])
+    compare_cuda(lambda x, i: [x[i], x[:, i[:3]], x[1:4, i[:2], 1], x[i[:2], :, i[1:3]],
+                               x[::-1, 1:][i[2:4]]], [a, idx])
+
+
+def test_gather_out_of_bounds_raises_index_error():
+    x, i = symbolic_inputs([np.zeros((3, 2)), np.zeros(2, "int64")])
+    f = vg.compile([x, i], x[i], device="cuda")
+    with pytest.raises(IndexError):
+        f(np.zeros((3, 2)), np.array([0, 3]))
+
+
+def test_scatter_repeated_indices_accumulate():
+    a = random_array(RNG, "float64", (6, 3))
+    v = random_array(RNG, "float64", (7, 3))
+    idx = np.array([1, 1, 5, 1, 0, 5, -1])
+    compare_cuda(lambda x, y, i: [vg.inc_subtensor(x[i], y), vg.inc_subtensor(x[i, 2], 1.0)],
+                 [a, v, idx])
+
+
+def test_scatter_int_and_set():
+    a = random_array(RNG, "int64", (8,), low=0, high=10)
+    idx = np.array([7, 0, 3])
+    compare_cuda(lambda x, i: [vg.inc_subtensor(x[i], 2), vg.set_subtensor(x[i], -1)],
+                 [a, idx])
+
+
+def test_basic_set_and_inc_subtensor():
+    a = random_array(RNG, "float32", (4, 6))
+    v = random_array(RNG, "float32", (3,))
+    compare_cuda(lambda x, y: [vg.inc_subtensor(x[1:, ::2], y), vg.set_subtensor(x[0], 5.0),
+                               vg.set_subtensor(x[2, 3], 1.0)], [a, v])
+
+
+def test_boolean_mask_falls_back():
+    a = random_array(RNG, "float64", (10,))
+    compare_cuda(lambda x: x[x > 0] * 2, [a])
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1])
+def test_cumsum(axis):
+    a = random_array(RNG, "int32", (4, 5), low=-9, high=9)
+    b = random_array(RNG, "float64", (4, 5))
+    compare_cuda(lambda x, y: [vg.cumsum(x, axis=axis), vg.cumsum(y.T, axis=axis)], [a, b])
+
+
+def test_matmul():
+    a = random_array(RNG, "float32", (2, 3, 4))
+    b = random_array(RNG, "float32", (4, 5))
+    c = random_array(RNG, "float64", (4,))
+    compare_cuda(lambda x, y, z: [x @ y, vg.tanh(x @ y) + 1, vg.dot(y.T, z.astype("float32"))],
+                 [a, b, c], atol=1e-5)
+
+
+def test_constructors():
+    a = random_array(RNG, "float32", (3, 4))
+    compare_cuda(lambda x: [vg.zeros((x.shape[0], 2)), vg.full((2, x.shape[1]), 7, "int32"),
+                            vg.broadcast_to(x[0], (5, x.shape[1])),
+                            vg.concatenate([x, x * 2], axis=1), vg.stack([x, x + 1], axis=0),
+                            vg.arange(x.shape[0]), vg.arange(0.5, x.shape[1], 0.75)], [a])
+
+
+def test_mlp_forward_and_gradient():
+    xs = random_array(RNG, "float64", (8, 4), low=-1, high=1)
+    w1 = random_array(RNG, "float64", (4, 6), low=-1, high=1)
+    b1 = random_array(RNG, "float64", (6,), low=-1, high=1)
+    w2 = random_array(RNG, "float64", (6, 3), low=-1, high=1)
+    labels = np.array([0, 2, 1, 1, 0, 2, 2, 0])
+
+    def build(x, W1, B1, W2, y):
+        h = vg.tanh(x @ W1 + B1)
+        logits = h @ W2
+        logp = vg.log_softmax(logits, axis=1)
+        loss = -vg.mean(logp[vg.arange(y.shape[0]), y])
+        return [loss, *vg.grad(loss, [W1, B1, W2])]
+
+    compare_cuda(build, [xs, w1, b1, w2, labels])
+
+
+def test_inputs_never_modified_even_when_inplace():
+    a = random_array(RNG, "float64", (5, 5))
+    f = compare_cuda(lambda x: vg.exp(vg.tanh(x) * 2) + x, [a], calls=2)
+    assert f._runner.source.capturable
+
+
+def test_wrong_dtype_and_ndim():
+    x, = symbolic_inputs([np.zeros((2, 2), "float32")])
+    f = vg.compile([x], x + 1, device="cuda")
+    with pytest.raises(TypeError):
+        f(np.zeros((2, 2), "float64"))
+    with pytest.raises(TypeError):
+        f(np.zeros(2, "float32"))

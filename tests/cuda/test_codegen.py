@@ -1,0 +1,93 @@
+"""CUDA code generation without a device: structure, launch plans, import hygiene, errors."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import verglas as vg
+from tests.cuda.conftest import simulator_active
+from tests.cuda.corpus import programs
+from verglas.cuda_backend import host
+from verglas.cuda_backend.codegen import Config, generate
+
+
+def test_import_verglas_imports_neither_cupy_nor_numba_cuda():
+    code = ("import sys, verglas, verglas.cuda_backend.codegen, verglas.cuda_backend.runtime; "
+            "print(sorted(m for m in sys.modules if m.startswith(('cupy', 'numba.cuda'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.skipif(simulator_active(), reason="the simulator is a usable device")
+def test_no_device_is_a_clear_runtime_error():
+    x = vg.tensor("x", (None,))
+    with pytest.raises(RuntimeError, match="device='cuda' needs an NVIDIA GPU"):
+        vg.compile([x], x + 1, device="cuda")
+
+
+def test_corpus_generates_without_fallbacks():
+    for name, program in programs():
+        src = generate(program, Config(threads=64))
+        assert not src.fallbacks, (name, src.fallbacks)
+        compile(src.text, name, "exec")
+        for spec in src.kernels:
+            compile(spec.source, spec.name, "exec")
+
+
+def test_elementwise_chain_is_one_kernel_pair_and_reduce_of_map_fuses():
+    x = vg.tensor("x", (None, None), "float32")
+    from verglas.function import _optimize
+    from verglas.schedule import lower
+
+    src = generate(lower(_optimize([x], [vg.sum(vg.exp(x) * 2 + 1, axis=1)], "fast_run")))
+    assert "fused into step" in src.text
+    assert [s.name.split("_")[1] for s in src.kernels] == ["rows", "cols", "final"]
+    assert src.capturable
+
+
+class _FakeLauncher:
+    xp = np
+    threads = 32
+    max_blocks = 4
+
+    def __init__(self):
+        self.calls = []
+
+    def empty(self, shape, dtype):
+        return np.empty(shape, dtype)
+
+
+@pytest.mark.parametrize("shape,axis,expect", [
+    ((6, 5), (1,), "rows"),      # short rows: groups of 8 threads, 4 rows per block
+    ((1, 300), (1,), "split"),   # one long row: split over blocks, then a final pass
+    ((5, 40), (0,), "cols"),     # reduced axis outermost, many outputs: a thread per output
+])
+def test_reduce_launch_plans(shape, axis, expect):
+    L = _FakeLauncher()
+    calls = []
+    x = np.ones(shape, "float32")
+    kept = [a for a in range(2) if a not in axis]
+    view = x.transpose(kept + list(axis))
+    m, k = view.shape[0], view.shape[1]
+    dest = np.empty(m, "float32")
+    host.run_reduce(L, lambda *a: calls.append(("rows", a)), lambda *a: calls.append(("cols", a)),
+                    lambda *a: calls.append(("final", a)), dest, (view,), view, 1, m, k,
+                    "float32")
+    kinds = [c[0] for c in calls]
+    if expect == "split":
+        assert kinds == ["rows", "final"]
+        assert calls[0][1][-1] > 1  # S splits
+    else:
+        assert kinds == [expect]
+
+
+def test_map_views_merge_contiguous_dims():
+    L = _FakeLauncher()
+    L.as_strided = lambda a, shape, strides: np.lib.stride_tricks.as_strided(a, shape, strides)
+    a = np.zeros((2, 3, 4))
+    b = np.zeros((1, 3, 4))
+    va, vb = host.map_views(L, (2, 3, 4), [a, b])
+    assert va.shape == (1, 2, 12) and vb.strides == (0, 0, 8)

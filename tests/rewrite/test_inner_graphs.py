@@ -1,0 +1,108 @@
+"""optimize_inner_graphs (new ops, once per op, old ops untouched) and OpFromGraph inlining."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import verglas as vg
+from verglas.graph import FunctionGraph, freeze
+from verglas.ops.composite import Composite
+from verglas.ops.op_from_graph import OpFromGraph
+from verglas.ops.scan import Scan
+from verglas.reference import ReferenceRunner
+from verglas.rewrite import get_mode, rewrite_graph
+from verglas.rewrite import inner_graphs as ig
+
+
+def rewritten(inputs, outputs, mode="fast_run"):
+    fg = FunctionGraph(inputs, outputs, clone=True)
+    rewrite_graph(fg, mode)
+    return fg.freeze(dedup_nodes=not any(n.op.destroy_map for n in fg.apply_nodes))
+
+
+def same_results(inputs, outputs, graph, values):
+    want = ReferenceRunner(freeze(inputs, outputs))([np.asarray(v) for v in values])
+    copies = [np.array(v, copy=True) for v in values]
+    got = ReferenceRunner(graph)(copies)
+    for c, v in zip(copies, values):
+        np.testing.assert_array_equal(c, v)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-12)
+
+
+def body_op():
+    a = vg.tensor("a", shape=(None,), dtype="float64")
+    b = vg.tensor("b", shape=(None,), dtype="float64")
+    return OpFromGraph([a, b], [vg.exp(vg.sin(a) * b) + 1])
+
+
+def test_each_distinct_op_is_optimized_once_into_a_new_op(monkeypatch):
+    op = body_op()
+    original = op.fgraph
+    calls = []
+
+    def counting(op_, mode, tracer=None):
+        calls.append(mode)
+        return optimized(op_, mode, tracer)
+
+    optimized = ig.optimized_op
+    monkeypatch.setattr(ig, "optimized_op", counting)
+    x = vg.tensor("x", shape=(None,), dtype="float64")
+    y = vg.tensor("y", shape=(None,), dtype="float64")
+    outs = [op(x, y), op(y, x), op(x, x)]
+    graph = rewritten([x, y], outs)
+    nodes = [n for n in graph.toposort() if isinstance(n.op, OpFromGraph)]
+    assert len(nodes) == 3 and len({id(n.op) for n in nodes}) == 1
+    assert len(calls) == 1 and "symbolic_op_recognition" in calls[0].exclude
+    new = nodes[0].op
+    assert new != op and op.fgraph is original  # the old op is never edited
+    (inner,) = new.fgraph.toposort()
+    assert isinstance(inner.op.scalar_op, Composite)
+    same_results([x, y], outs, graph, [np.arange(3.0), np.ones(3)])
+
+
+def test_inner_graphs_get_inplace_with_their_inputs_protected():
+    a = vg.tensor("a", shape=(None,), dtype="float64")
+    op = OpFromGraph([a], [vg.sin(vg.exp(a)) * 2])
+    x = vg.tensor("x", shape=(None,), dtype="float64")
+    graph = rewritten([x], [op(x)], get_mode("fast_run").excluding("fusion"))
+    (node,) = graph.toposort()
+    inner = node.op.fgraph
+    assert inner.dedup_nodes is False
+    destroyers = [n for n in inner.toposort() if n.op.destroy_map]
+    assert destroyers
+    for n in destroyers:
+        for ins in n.op.destroy_map.values():
+            assert n.inputs[ins[0]] not in inner.inputs
+    same_results([x], [op(x)], graph, [np.arange(4.0)])
+
+
+def test_an_unchanged_inner_graph_keeps_its_op():
+    a = vg.tensor("a", shape=(None,), dtype="float64")
+    op = OpFromGraph([a], [vg.exp(a)])
+    x = vg.tensor("x", shape=(None,), dtype="float64")
+    (node,) = rewritten([x], [op(x)]).toposort()
+    assert node.op is op
+
+
+def test_inline_op_from_graph_is_expanded():
+    a = vg.tensor("a", shape=(None,), dtype="float64")
+    op = OpFromGraph([a], [vg.exp(a) * a], inline=True)
+    x = vg.tensor("x", shape=(None,), dtype="float64")
+    outs = [op(vg.sin(x)) + 1]
+    graph = rewritten([x], outs)
+    assert not any(isinstance(n.op, OpFromGraph) for n in graph.toposort())
+    assert len(graph.toposort()) == 1  # inlined, then fused with its surroundings
+    same_results([x], outs, graph, [np.arange(3.0)])
+
+
+def test_scan_bodies_are_optimized():
+    x = vg.tensor("x", shape=(None, 3), dtype="float64")
+    h0 = vg.tensor("h0", shape=(3,), dtype="float64")
+    hs = vg.scan(lambda x_t, h: vg.tanh(h * 0.5 + vg.exp(x_t) * 0.1), sequences=x,
+                 outputs_info=h0)
+    graph = rewritten([x, h0], [hs])
+    (scan,) = [n for n in graph.toposort() if isinstance(n.op, Scan)]
+    inner = scan.op.fgraph.toposort()
+    assert len(inner) == 1 and isinstance(inner[0].op.scalar_op, Composite)
+    same_results([x, h0], [hs], graph, [np.arange(12.0).reshape(4, 3) / 12, np.ones(3)])

@@ -1,0 +1,402 @@
+"""Running a generated CUDA program: the Launcher protocol, its two implementations and the
+runner Function calls.
+
+A Launcher is everything the generated host code touches: `xp` (array module), `threads` /
+`max_blocks` (launch shape), `kernel(spec)` (a launchable handle), buffers (`empty`,
+`as_strided`, `copy`), transfers (`to_device`, `to_host`, `from_input`), `matmul` and
+index-error flags.
+
+- `SimLauncher`: numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1). Device arrays are numpy
+  arrays; each launch calls the simulator's kernel object on them, zero copy, after checking
+  the arguments against the kernel's declared parameter types (the contract the GPU path's
+  argument marshalling relies on).
+- `CupyLauncher`: a real GPU. Kernels are compiled once to PTX (`numba.cuda.compile_ptx`,
+  cached on disk), loaded with cupy (`cupy.cuda.function.Module`) and launched with flat
+  argument tuples in numba's array ABI: no numba dispatcher on the launch path. Buffers come
+  from cupy's memory pool, matmul is cuBLAS through cupy. A call with a shape signature seen
+  before is captured once as a CUDA graph and replayed (`CapturedCall`).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import numpy as np
+
+from verglas.cuda_backend.codegen import Config, generate
+
+__all__ = ["build_runner", "default_launcher", "CUDARunner", "Launcher", "SimLauncher",
+           "CupyLauncher", "NO_DEVICE_MESSAGE"]
+
+NO_DEVICE_MESSAGE = ("device='cuda' needs an NVIDIA GPU with the CUDA driver, numba-cuda and "
+                     "cupy, or NUMBA_ENABLE_CUDASIM=1 for the simulator: ")
+
+_launcher = None
+_launcher_lock = threading.Lock()
+
+
+def default_launcher():
+    """The process's Launcher: the simulator when NUMBA_ENABLE_CUDASIM=1, else the GPU's;
+    RuntimeError (never ImportError) when neither is usable."""
+    global _launcher
+    with _launcher_lock:
+        if _launcher is None:
+            _launcher = _make_launcher()
+        return _launcher
+
+
+def _make_launcher():
+    try:
+        from numba import cuda
+        from numba.cuda.core import config
+    except Exception as exc:  # numba-cuda or cuda-bindings missing
+        raise RuntimeError(NO_DEVICE_MESSAGE + f"numba.cuda cannot be imported ({exc})") from None
+    if config.ENABLE_CUDASIM:
+        return SimLauncher()
+    try:
+        available = cuda.is_available()
+    except Exception:  # pragma: no cover - driver errors
+        available = False
+    if not available:
+        raise RuntimeError(NO_DEVICE_MESSAGE + "no CUDA device or driver was found")
+    try:
+        import cupy  # noqa: F401  (raises AttributeError, not ImportError, without CUDA)
+    except Exception as exc:
+        raise RuntimeError(NO_DEVICE_MESSAGE + f"cupy cannot be imported ({exc})") from None
+    return CupyLauncher()
+
+
+def build_runner(program, cache_key: str | None = None):
+    """A CUDARunner for `program` on the process's launcher (kernels compile on first use)."""
+    launcher = default_launcher()
+    src = generate(program, Config(threads=launcher.threads))
+    return CUDARunner(program, src, launcher)
+
+
+class Launcher:
+    """The protocol generated host code runs against (see the module docstring)."""
+
+    xp = np
+    threads = 256
+    max_blocks = 1024
+    supports_graphs = False
+
+    def __init__(self):
+        self._local = threading.local()
+
+    # -- index-error flags: zeroed device words kernels set; checked once per call ------------
+    def begin_call(self) -> None:
+        self._local.pending = []
+
+    def error_flag(self, exc_type, message: str):
+        flag = self.xp.zeros(1, dtype=np.int32)
+        self._local.pending.append((flag, exc_type, message))
+        return flag
+
+    def take_pending(self) -> list:
+        pending, self._local.pending = getattr(self._local, "pending", []), []
+        return pending
+
+    def check_errors(self, pending) -> None:
+        if not pending:
+            return
+        values = self.to_host(self.xp.concatenate([f for f, _, _ in pending]))
+        for value, (_, exc_type, message) in zip(values, pending):
+            if value:
+                raise exc_type(message)
+
+    def as_strided(self, a, shape, strides):
+        return self.xp.lib.stride_tricks.as_strided(a, shape, strides)
+
+    def empty(self, shape, dtype):
+        return self.xp.empty(shape, dtype)
+
+    def copy(self, a):
+        return self.xp.array(a, copy=True, order="C")
+
+
+# -- the simulator ---------------------------------------------------------------------------------
+class SimLauncher(Launcher):
+    """numba's CUDA simulator with numpy arrays as device buffers (small grids: each simulated
+    thread is a Python thread)."""
+
+    def __init__(self, threads: int = 32, max_blocks: int = 4):
+        super().__init__()
+        from numba import cuda
+        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+        self.cuda = cuda
+        self.fake_array = FakeCUDAArray
+        self.threads = threads
+        self.max_blocks = max_blocks
+        self._kernels: dict = {}
+
+    def kernel(self, spec):
+        handle = self._kernels.get((spec.source, spec.params))
+        if handle is None:
+            namespace = {"cuda": self.cuda, "math": math, "np": np}
+            exec(compile(spec.source, f"<verglas kernel {spec.name}>", "exec"), namespace)
+            handle = SimKernel(spec, self.cuda.jit(namespace[spec.name]), self.fake_array)
+            self._kernels[(spec.source, spec.params)] = handle
+        return handle
+
+    def empty(self, shape, dtype):
+        # garbage that shows: a kernel that forgets an element leaves NaN or a sentinel
+        dtype = np.dtype(dtype)
+        fill = np.nan if dtype.kind in "fc" else (True if dtype.kind == "b" else 77)
+        return np.full(shape, fill, dtype)
+
+    def to_device(self, value):
+        return np.array(value, copy=True)
+
+    def to_host(self, value):
+        return np.array(value, copy=True)
+
+    def from_input(self, value):
+        """A read-only view of the caller's array: a kernel writing to an input fails."""
+        view = np.asarray(value).view()
+        view.flags.writeable = False
+        return view
+
+    def matmul(self, a, b, dtype):
+        return np.matmul(a, b).astype(dtype, copy=False)
+
+
+class SimKernel:
+    """A simulator kernel behind the launch signature `(blocks, threads, *args)`."""
+
+    def __init__(self, spec, jitted, fake_array):
+        self.spec = spec
+        self.jitted = jitted
+        self.fake_array = fake_array
+
+    def __call__(self, blocks: int, threads: int, *args) -> None:
+        _check_args(self.spec, args)
+        wrapped = [self.fake_array(a) if isinstance(a, np.ndarray) else a for a in args]
+        self.jitted[blocks, threads](*wrapped)
+
+
+def _check_args(spec, args) -> None:
+    """Arguments match the kernel's parameter types (what the GPU marshalling assumes)."""
+    from verglas.cuda_backend.templates import Arr
+
+    if len(args) != len(spec.params):
+        raise TypeError(f"{spec.name}: {len(args)} arguments for {len(spec.params)} parameters")
+    for k, (p, a) in enumerate(zip(spec.params, args)):
+        if isinstance(p, Arr):
+            ok = (isinstance(a, np.ndarray) and a.dtype == np.dtype(p.dtype) and a.ndim == p.ndim
+                  and (p.layout != "C" or a.flags.c_contiguous))
+        else:
+            ok = (isinstance(a, np.generic) and a.dtype == np.dtype(p.dtype)) \
+                or (type(a) is int and p.dtype == "int64") \
+                or (type(a) is float and p.dtype == "float64")
+        if not ok:
+            got = (f"{a.dtype}{a.shape} contiguous={a.flags.c_contiguous}"
+                   if isinstance(a, np.ndarray) else repr(type(a)))
+            raise TypeError(f"{spec.name}: argument {k} is {got}, parameter is {p}")
+
+
+# -- a real GPU (not runnable without one) ----------------------------------------------------
+class CupyLauncher(Launcher):
+    """cupy buffers and streams; kernels as PTX loaded into cupy modules."""
+
+    supports_graphs = True
+
+    def __init__(self, threads: int = 256):
+        super().__init__()
+        import cupy
+
+        self.xp = cupy
+        device = cupy.cuda.Device()
+        cc = device.compute_capability  # e.g. "90"
+        self.cc = (int(cc[:-1]), int(cc[-1]))
+        self.threads = threads
+        self.max_blocks = device.attributes["MultiProcessorCount"] * 8
+        self._kernels: dict = {}
+
+    def kernel(self, spec):
+        handle = self._kernels.get(spec.fingerprint)
+        if handle is None:
+            handle = self._kernels[spec.fingerprint] = CupyKernel(spec, self.cc)
+        return handle
+
+    def to_device(self, value):
+        return self.xp.array(value, copy=True)
+
+    def to_host(self, value):
+        return self.xp.asnumpy(value)
+
+    def from_input(self, value):
+        """numpy: copied to the device; cupy, __cuda_array_interface__ or DLPack: zero copy."""
+        cp = self.xp
+        if isinstance(value, cp.ndarray):
+            return value
+        if isinstance(value, np.ndarray):
+            return cp.asarray(value)
+        if hasattr(value, "__cuda_array_interface__"):
+            return cp.asarray(value)
+        if hasattr(value, "__dlpack__"):
+            return cp.from_dlpack(value)
+        return cp.asarray(np.asarray(value))
+
+    def matmul(self, a, b, dtype):
+        return self.xp.matmul(a, b).astype(dtype, copy=False)
+
+
+class CupyKernel:
+    """A kernel loaded from PTX into a cupy module, launched with numba's array ABI."""
+
+    def __init__(self, spec, cc):
+        from verglas.cuda_backend.templates import Arr
+
+        self.spec = spec
+        self.cc = cc
+        self.function = None
+        self.is_array = [isinstance(p, Arr) for p in spec.params]
+        self.scalar_types = [None if isinstance(p, Arr) else np.dtype(p.dtype).type
+                             for p in spec.params]
+        self._lock = threading.Lock()
+
+    def load(self):
+        import cupy
+
+        from verglas.cuda_backend import cache
+
+        with self._lock:
+            if self.function is None:
+                ptx = cache.compile_ptx(self.spec, self.cc)
+                module = cupy.cuda.function.Module()
+                module.load(ptx.encode() + b"\0")  # cuModuleLoadData takes NUL-terminated PTX
+                self.module = module  # the function lives as long as its module
+                self.function = module.get_function(cache.entry_name(ptx))
+        return self.function
+
+    def __call__(self, blocks: int, threads: int, *args) -> None:
+        import cupy
+
+        fn = self.function or self.load()
+        flat: list = []
+        for is_array, scalar_type, a in zip(self.is_array, self.scalar_types, args):
+            if is_array:  # meminfo, parent, nitems, itemsize, data, *shape, *strides (bytes)
+                flat.extend((0, 0, a.size, a.itemsize, a.data.ptr, *a.shape, *a.strides))
+            else:
+                flat.append(scalar_type(a))
+        fn((blocks,), (threads,), tuple(flat), stream=cupy.cuda.get_current_stream())
+
+
+# -- the runner ----------------------------------------------------------------------------------
+class CUDARunner:
+    """Calls the generated host function; replays CUDA graphs for repeated shape signatures."""
+
+    MAX_GRAPHS = 8
+
+    def __init__(self, program, source, launcher):
+        self.program = program
+        self.source = source
+        self.launcher = launcher
+        namespace = {"H": _host_module(), "np": np}
+        namespace.update(source.globals)
+        for k, spec in enumerate(source.kernels):
+            namespace[f"K{k}"] = launcher.kernel(spec)
+        exec(compile(source.text, f"<verglas cuda program {id(program):x}>", "exec"), namespace)
+        self.fn = namespace[source.name]
+        self.constants = tuple(launcher.to_device(np.asarray(data))
+                               for _, data in source.const_args)
+        self.use_graphs = launcher.supports_graphs and source.capturable
+        self._graphs: dict = {}
+        self._seen: dict = {}
+
+    def accept(self, ttype, value, label: str):
+        """A device array given by the caller, checked like TensorType.filter (zero copy
+        when its dtype already matches)."""
+        array = self.launcher.from_input(value)
+        if array.ndim != ttype.ndim:
+            raise TypeError(f"{label}: expected an array of ndim {ttype.ndim} ({ttype}), got "
+                            f"ndim {array.ndim}")
+        for axis, (want, got) in enumerate(zip(ttype.shape, array.shape)):
+            if want is not None and want != got:
+                raise ValueError(f"{label}: dimension {axis} has length {got}, but the static "
+                                 f"shape requires {want}")
+        if array.dtype != np.dtype(ttype.dtype):
+            if not np.can_cast(array.dtype, ttype.dtype, "safe"):
+                raise TypeError(f"{label}: expected dtype {ttype.dtype}, got {array.dtype} "
+                                f"(not a safe cast)")
+            array = array.astype(ttype.dtype)
+        return array
+
+    @property
+    def text(self) -> str:
+        """The generated host function and kernel sources."""
+        return self.source.full_text()
+
+    def __call__(self, args: list) -> list:
+        L = self.launcher
+        inputs = [L.from_input(a) for a in args]
+        if self.use_graphs:
+            key = tuple((a.shape, a.dtype.str) for a in inputs)
+            call = self._graphs.get(key)
+            if call is None and self._seen.get(key, 0) >= 1 and len(self._graphs) < \
+                    self.MAX_GRAPHS:
+                call = self._graphs[key] = CapturedCall(self, inputs)
+            self._seen[key] = self._seen.get(key, 0) + 1
+            if call is not None:
+                return call.replay(inputs)
+        L.begin_call()
+        outputs = self.fn(L, *inputs, *self.constants)
+        L.check_errors(L.take_pending())
+        return list(outputs)
+
+
+def _host_module():
+    from verglas.cuda_backend import host
+
+    return host
+
+
+class CapturedCall:
+    """One call of a program captured as a CUDA graph for one input shape signature.
+
+    Inputs are copied into fixed buffers, the graph replays the kernels on them, and the
+    outputs are copied out (the graph owns its buffers). Every allocation made while capturing
+    is kept alive with the graph. Not runnable without a GPU: untested.
+    """
+
+    def __init__(self, runner, inputs):
+        import cupy
+
+        L = runner.launcher
+        self.launcher = L
+        self.stream = cupy.cuda.Stream(non_blocking=True)
+        self.inputs = [cupy.empty(a.shape, a.dtype) for a in inputs]
+        pool = cupy.get_default_memory_pool()
+        self.kept: list = []
+
+        def allocate(nbytes):
+            ptr = pool.malloc(nbytes)
+            self.kept.append(ptr)
+            return ptr
+
+        L.begin_call()
+        with self.stream, cupy.cuda.using_allocator(allocate):
+            self.stream.begin_capture()
+            try:
+                self.outputs = runner.fn(L, *self.inputs, *runner.constants)
+            finally:
+                self.graph = self.stream.end_capture()
+        self.pending = L.take_pending()
+        self.graph.upload(self.stream)
+
+    def replay(self, inputs) -> list:
+        import cupy
+
+        current = cupy.cuda.get_current_stream()
+        self.stream.wait_event(current.record())
+        with self.stream:
+            for fixed, value in zip(self.inputs, inputs):
+                cupy.copyto(fixed, value)
+            self.graph.launch(self.stream)
+            outputs = [o.copy() for o in self.outputs]
+        self.launcher.check_errors(self.pending)
+        current.wait_event(self.stream.record())
+        return outputs

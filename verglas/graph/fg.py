@@ -140,10 +140,9 @@ class FunctionGraph:
                 missing.append(var)
         if missing:
             names = ", ".join(repr(v) for v in missing)
-            raise MissingInputError(
-                f"FunctionGraph: the outputs depend on {names}, which {'is' if len(missing) == 1 else 'are'} "
-                f"neither an input nor a constant"
-            )
+            verb = "is" if len(missing) == 1 else "are"
+            raise MissingInputError(f"FunctionGraph: the outputs depend on {names}, which {verb} "
+                                    f"neither an input nor a constant")
 
     def _import_variable(self, var: Variable, reason) -> None:
         if var in self.variables:

@@ -36,23 +36,23 @@ def compile(inputs, outputs, device: str = "cpu", mode: str = "fast_run") -> Fun
             raise TypeError(f"compile: output {k} is {type(out).__name__}, not a variable")
     if device not in DEVICES:
         raise ValueError(f"compile: device must be one of {DEVICES}, not {device!r}")
-    if mode not in MODES and not hasattr(mode, "query"):
+    from verglas.rewrite.registry import Mode
+
+    if not (isinstance(mode, Mode) or isinstance(mode, str) and mode in MODES):
         raise ValueError(f"compile: mode must be one of {MODES} or a rewrite Mode, not {mode!r}")
     names = [v.name or f"input{k}" for k, v in enumerate(inputs)]
     if mode == "reference":
         return Function(freeze(inputs, outputs), names, single, device, mode)
-    key = None
-    if device == "cpu" and isinstance(mode, str):
-        from verglas.cpu_backend import cache
+    from verglas.cpu_backend import cache
 
-        key = cache.cache_key(freeze(inputs, outputs).fingerprint(), mode, device)
-        entry = cache.entry_dir(device, key) / "function.pkl"
-        graph = cache.load_pickle(entry)
-        if not isinstance(graph, FrozenFunctionGraph):
-            graph = _optimize(inputs, outputs, mode)
-            cache.store_pickle(entry, graph)
-    else:
+    mode_key = mode if isinstance(mode, str) else repr((sorted(mode.include),
+                                                        sorted(mode.exclude)))
+    key = cache.cache_key(freeze(inputs, outputs).fingerprint(), mode_key, device)
+    entry = cache.entry_dir(device, key) / "function.pkl"
+    graph = cache.load_pickle(entry)  # a second process skips the rewrites
+    if not isinstance(graph, FrozenFunctionGraph):
         graph = _optimize(inputs, outputs, mode)
+        cache.store_pickle(entry, graph)
     return Function(graph, names, single, device, mode, key)
 
 

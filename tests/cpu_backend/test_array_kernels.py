@@ -50,9 +50,12 @@ def test_shape_ops_errors():
     expect_error([y], vg.concatenate([y, y.T], axis=0), [np.ones((2, 3))], ValueError, "Join")
 
 
-def test_empty_shapes():
-    inputs, outs = shape_program()
-    compare_backend(inputs, outs, [np.zeros((2, 0)), np.int64(0)])
+@pytest.mark.parametrize("shape", [(0, 3), (3, 0), (1, 1)])
+def test_empty_and_unit_shapes(shape):
+    x = vg.tensor("x", shape=(None, None), dtype="float64")
+    outs = [vg.reshape(x, (x.shape[1], x.shape[0])), vg.concatenate([x, x * 2.0]), vg.stack([x, x], 2),
+            vg.broadcast_to(x, (2, x.shape[0], x.shape[1])), vg.cumsum(x), vg.arange(x.shape[0])]
+    compare_backend([x], outs, [np.ones(shape)])
 
 
 @functools.cache
@@ -72,7 +75,7 @@ def matmul_program():
 @pytest.mark.parametrize("shapes", [
     dict(a=(3, 4), b=(5, 2), v=(6,), t3=(2, 3, 4), t4=(2, 1, 5, 4)),
     dict(a=(1, 1), b=(1, 1), v=(1,), t3=(1, 1, 1), t4=(1, 1, 1, 1)),
-    dict(a=(3, 0), b=(0, 2), v=(3,), t3=(2, 3, 0), t4=(2, 1, 0, 0)),
+    dict(a=(3, 0), b=(0, 2), v=(3,), t3=(2, 0, 0), t4=(2, 1, 0, 0)),
 ])
 def test_matmul(shapes):
     inputs, outs = matmul_program()

@@ -203,3 +203,26 @@ def test_numba_backend_runs_fused_multi_output_nodes(dtype):
     xv, yv = np.linspace(-2, 2, 9, dtype=dtype), np.arange(9, dtype=dtype)
     for got, want in zip(f(xv, yv), ref(xv, yv)):
         np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_elementwise_graphs_keep_their_results(seed):
+    rng = np.random.default_rng(seed)
+    shapes = [((None, 3), (2, 3)), ((None, 1), (2, 1)), ((3,), (3,)), ((1, 3), (1, 3)),
+              ((None, None), (1, 3))]
+    inputs, values = [], []
+    for k in range(4):
+        static, run = shapes[rng.integers(len(shapes))]
+        inputs.append(vg.tensor(f"v{k}", shape=static, dtype="float64"))
+        values.append(rng.uniform(0.1, 1.0, size=run))
+    pool = list(inputs)
+    unary = [vg.sin, vg.exp, vg.tanh, lambda v: v * 0.5, lambda v: 1.5 - v]
+    binary = [vg.add, vg.mul, vg.maximum, lambda a, b: a / (b + 2.0)]
+    for _ in range(14):
+        if rng.random() < 0.4:
+            pool.append(unary[rng.integers(len(unary))](pool[rng.integers(len(pool))]))
+        else:
+            a, b = (pool[rng.integers(len(pool))] for _ in range(2))
+            pool.append(binary[rng.integers(len(binary))](a, b))
+    outputs = [pool[-1]] + [pool[k] for k in rng.choice(range(4, len(pool) - 1), 3)]
+    check_same_results(inputs, outputs, values, "fast_run")

@@ -8,6 +8,7 @@ its machine code on) and `globals.pkl` (what the source refers to). The director
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import pickle
@@ -25,15 +26,24 @@ def cache_dir() -> Path:
     return Path(root) if root else Path.home() / ".cache" / "verglas"
 
 
+@functools.lru_cache(maxsize=1)
+def source_digest() -> str:
+    """A digest of verglas's own source: any change to the compiler invalidates the cache."""
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        h.update(str(path.relative_to(root)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
 def cache_key(*parts: str) -> str:
-    """A digest of the parts, the package versions and the cache format."""
+    """A digest of the parts, the package versions, verglas's source and the cache format."""
     import numba
     import numpy as np
 
-    from verglas import __version__
-
     h = hashlib.sha256()
-    for part in (FORMAT_VERSION, __version__, numba.__version__, np.__version__, *parts):
+    for part in (FORMAT_VERSION, source_digest(), numba.__version__, np.__version__, *parts):
         h.update(str(part).encode())
         h.update(b"\0")
     return h.hexdigest()[:40]

@@ -49,6 +49,23 @@ def _version_base(var):
     return var
 
 
+def _protected(var, inputs) -> bool:
+    """Whether overwriting `var` would overwrite a graph input or a constant.
+
+    Views are followed back; at an inplace result the walk stops: its destroyer overwrites the
+    same storage and its own check (repeated whenever that storage's users change) covers it,
+    which keeps a long chain of inplace results linear to validate.
+    """
+    while True:
+        parent = _view_parent(var)
+        if parent is None:
+            break
+        var = parent
+    if _destroy_parent(var) is not None:
+        return False
+    return isinstance(var, Constant) or var in inputs
+
+
 def storage_root(var):
     """The variable that owns the storage `var` lives in (through views and inplace results)."""
     while True:
@@ -94,14 +111,33 @@ class DestroyHandler(Feature):
         self._dirty_nodes: set = set()
         self._dirty_vars: set = set()
         self._pos: dict | None = None  # node -> position; ancestors have smaller positions
+        self._by_var: dict = {}  # destroyed variable -> its destroyers
+        self._inputs: frozenset = frozenset()
 
     def destroyers(self, fgraph) -> list:
         """The nodes of the graph that overwrite an input."""
         return list(self._destroyers)
 
+    def _index(self, node) -> None:
+        for i in _destroyed(node):
+            self._by_var.setdefault(node.inputs[i], set()).add(node)
+
+    def _unindex(self, node, var=None) -> None:
+        for i in _destroyed(node):
+            v = node.inputs[i] if var is None else var
+            found = self._by_var.get(v)
+            if found is not None:
+                found.discard(node)
+                if not found:
+                    del self._by_var[v]
+
     @callback
     def on_attach(self, fgraph):
         self._destroyers = {n: None for n in fgraph.toposort() if n.op.destroy_map}
+        self._by_var = {}
+        for node in self._destroyers:
+            self._index(node)
+        self._inputs = frozenset(fgraph.inputs)
         self._dirty_nodes = set(self._destroyers)
         self._dirty_vars = set()
         self._pos = None
@@ -110,6 +146,7 @@ class DestroyHandler(Feature):
     def on_import(self, fgraph, node, reason):
         if node.op.destroy_map:
             self._destroyers[node] = None
+            self._index(node)
             self._dirty_nodes.add(node)
         self._dirty_vars.update(node.inputs)
         pos = self._pos
@@ -127,7 +164,8 @@ class DestroyHandler(Feature):
 
     @callback
     def on_prune(self, fgraph, node, reason):
-        self._destroyers.pop(node, None)
+        if self._destroyers.pop(node, 0) is None:
+            self._unindex(node)
         self._dirty_nodes.discard(node)
 
     @callback
@@ -137,6 +175,11 @@ class DestroyHandler(Feature):
             return
         if node in self._destroyers:
             self._dirty_nodes.add(node)
+            if i in _destroyed(node):
+                found = self._by_var.get(old)
+                if found is not None:
+                    found.discard(node)
+                self._by_var.setdefault(new, set()).add(node)
         pos = self._pos
         if pos is not None and new.owner is not None:
             p, q = pos.get(new.owner), pos.get(node)
@@ -146,13 +189,15 @@ class DestroyHandler(Feature):
     @callback
     def validate(self, fgraph):
         check = set(self._dirty_nodes)
+        by_var = self._by_var
         for var in self._dirty_vars:
             if var not in fgraph.variables:
                 continue
-            for alias in _version_class(fgraph, _version_base(var)):
-                for node, i in fgraph.clients.get(alias, ()):
-                    if node != _OUTPUT and node in self._destroyers and i in _destroyed(node):
-                        check.add(node)
+            base = _version_base(var)
+            if base.owner is None:  # an input or a constant: no valid destroyer to revisit
+                continue
+            for alias in _version_class(fgraph, base):
+                check.update(by_var.get(alias, ()))
         for node in check:
             if node in fgraph.apply_nodes:
                 self._check(fgraph, node)
@@ -161,13 +206,11 @@ class DestroyHandler(Feature):
 
     # -- the rules -----------------------------------------------------------------------------
     def _check(self, fgraph, node) -> None:
-        inputs = fgraph.inputs
         for i in _destroyed(node):
             var = node.inputs[i]
-            root = storage_root(var)
-            if isinstance(root, Constant) or root in inputs:
-                what = "a constant" if isinstance(root, Constant) else f"graph input {root!r}"
-                raise InconsistencyError(f"{node.op} would overwrite {what}")
+            if _protected(var, self._inputs):
+                raise InconsistencyError(f"{node.op} would overwrite a graph input or a "
+                                         f"constant ({storage_root(var)!r})")
             readers = []
             for alias in _version_class(fgraph, _version_base(var)):
                 for client, k in fgraph.clients.get(alias, ()):

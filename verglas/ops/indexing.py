@@ -140,7 +140,7 @@ def _slice_len(vars_, entry, n):
     def backward(step):
         s = n - 1 if start is None else clamp(start, -1, n - 1)
         e = constant(-1, _INT) if stop is None else clamp(stop, -1, n - 1)
-        return m.maximum((s - e - step - 1) // (-step), 0)
+        return m.maximum((s - e - step - 1) // m.neg(step), 0)  # step may be a nominal input
 
     if step is None:
         return forward(1)

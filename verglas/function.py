@@ -210,14 +210,19 @@ def _fast_call(function: Function):
     result = "r[0]" if function.single else "list(r)"
     unpack = f"{', '.join(names)}{',' if n == 1 else ''} = args" if n else "pass"
     test = " and ".join(conds) if conds else "True"
+    call_args = [names[k] for k in runner.direct]
+    call_args += [f"array(({''.join(names[k] + ', ' for k in ks)}), P{j})"
+                  for j, (_, ks) in enumerate(runner.packing)]
     source = (f"def fast(*args):\n"
               f"    if len(args) == {n}:\n"
               f"        {unpack}\n"
               f"        if {test}:\n"
-              f"            r = JIT({', '.join(names)}{consts})\n"
+              f"            r = JIT({', '.join(call_args)}{consts})\n"
               f"            return {result}\n"
               f"    return checked(*args)\n")
-    namespace = {"ndarray": np.ndarray, "JIT": runner.jitted, "checked": function._call_checked}
+    namespace = {"ndarray": np.ndarray, "JIT": runner.jitted, "checked": function._call_checked,
+                 "array": np.array}
+    namespace.update({f"P{j}": np.dtype(d) for j, (d, _) in enumerate(runner.packing)})
     namespace.update({f"D{k}": spec[0] for k, spec in enumerate(function._specs)})
     namespace.update({f"C{k}": c for k, c in enumerate(runner.arg_constants)})
     exec(builtins.compile(source, "<verglas fast call>", "exec"), namespace)

@@ -53,8 +53,10 @@ def test_shape_ops_errors():
 @pytest.mark.parametrize("shape", [(0, 3), (3, 0), (1, 1)])
 def test_empty_and_unit_shapes(shape):
     x = vg.tensor("x", shape=(None, None), dtype="float64")
-    outs = [vg.reshape(x, (x.shape[1], x.shape[0])), vg.concatenate([x, x * 2.0]), vg.stack([x, x], 2),
-            vg.broadcast_to(x, (2, x.shape[0], x.shape[1])), vg.cumsum(x), vg.arange(x.shape[0])]
+    outs = [vg.reshape(x, (x.shape[1], x.shape[0])), vg.concatenate([x, x * 2.0]),
+            vg.stack([x, x], 2),
+            vg.broadcast_to(x, (2, x.shape[0], x.shape[1])), vg.cumsum(x),
+            vg.arange(x.shape[0])]
     compare_backend([x], outs, [np.ones(shape)])
 
 

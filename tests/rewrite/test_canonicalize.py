@@ -175,7 +175,7 @@ def test_sum_of_sums():
     for expr in cases:
         fg = check_preserved([x], expr, [data])
         reductions = [n for n in fg.apply_nodes if isinstance(n.op, (Sum, Max))]
-        assert len(reductions) == 1, vg.dprint(fg, file=None) if hasattr(vg, "x") else fg
+        assert len(reductions) == 1, fg
 
 
 def test_sum_of_sum_with_other_users_is_kept():
@@ -240,10 +240,8 @@ def test_recognition_is_tagged_and_excludable():
 def test_second_and_sum_to_shape_static():
     x = vg.tensor("x", shape=(3, 4))
     g = vg.tensor("g", shape=(3, 4))
-    from verglas.ops.shape import sum_to_shape
-
-    outs = [vg.ops_second(x, g) if hasattr(vg, "ops_second") else None]
     from verglas.ops.math import second
+    from verglas.ops.shape import sum_to_shape
 
     outs = [second(x, g) + 1, sum_to_shape(g, x.shape, (3, 4)) + 2]
     fg = check_preserved([x, g], outs, [np.ones((3, 4)), np.arange(12.0).reshape(3, 4)])

@@ -10,6 +10,29 @@ from verglas.graph.basic import Constant
 __all__ = ["Emitter", "ProgramSource", "generate", "INLINE_CONSTANT_LIMIT", "np_dtype"]
 
 INLINE_CONSTANT_LIMIT = 4096  # constants up to this many elements are baked into the code
+# With more 0-d inputs than this, they travel packed in one array per dtype: each array argument
+# costs numba ~10 ms of compile time (and dispatch time at every call).
+PACK_THRESHOLD = 4
+
+
+class _Names(dict):
+    """Buffer id -> variable name; a buffer known as a scalar is materialized on first use."""
+
+    def __init__(self, emitter):
+        super().__init__()
+        self.emitter = emitter
+        self.scalars: dict[int, str] = {}  # buffer id -> scalar expression of its one element
+        self.pending: dict[int, tuple[str, int]] = {}  # buffer id -> (name, ndim)
+
+    def __missing__(self, bid):
+        name, ndim = self.pending.pop(bid)
+        value = self.scalars[bid]
+        if ndim == 0:
+            self.emitter.line(f"{name} = np.full((1,), {value})[0:1].reshape(())")
+        else:
+            self.emitter.line(f"{name} = np.full(({'1, ' * ndim}), {value})")
+        self[bid] = name
+        return name
 
 
 def np_dtype(dtype: str) -> str:
@@ -56,6 +79,7 @@ class ProgramSource:
         self.imports: set[str] = set()
         self.arg_constants: list | None = []  # large constants passed as arguments
         self.functions: list[str] = []  # extra top-level functions (sub-programs)
+        self._constants: dict = {}
         self.jit_names: list[str] = []  # names of those functions, callees first
         self.sub_functions: dict[int, str] = {}  # id(sub-program) -> its function's name
 
@@ -71,6 +95,15 @@ class ProgramSource:
         child.functions, child.jit_names = self.functions, self.jit_names
         child.sub_functions = self.sub_functions
         return child
+
+    def constant(self, value) -> str:
+        """The name of a global holding numpy scalar `value` (numba freezes it into the code)."""
+        key = (type(value), repr(value.item()) if not np.isnan(value) else "nan")
+        name = self._constants.get(key)
+        if name is None:
+            name = self._constants[key] = self.emitter.fresh("k")
+            self.globals[name] = value
+        return name
 
     def add_global(self, prefix: str, value, import_line: str | None = None) -> str:
         """Register a global used by the generated code and return its name."""
@@ -100,6 +133,17 @@ class StepContext:
 
     def inp(self, i: int) -> str:
         return self._names[self.step.inputs[i]]
+
+    def scalar(self, i: int) -> str | None:
+        """A scalar expression for input `i` when it is known to hold one element, else None."""
+        return self._names.scalars.get(self.step.inputs[i])
+
+    def set_scalar(self, j: int, expr: str) -> None:
+        """Declare output `j` a one-element buffer equal to `expr`; emitted only if used."""
+        bid = self.step.outputs[j]
+        self._names.pop(bid, None)
+        self._names.scalars[bid] = expr
+        self._names.pending[bid] = (f"b{bid}", self.node.outputs[j].ndim)
 
     def out(self, j: int) -> str:
         return self._names[self.step.outputs[j]]
@@ -162,22 +206,35 @@ def generate(program, name: str = "program", parent: ProgramSource | None = None
 
     src = ProgramSource(name) if parent is None else parent.child(name)
     em = src.emitter
-    names: dict[int, str] = {}
+    names = _Names(em)
     contiguous: dict[int, bool] = {}
     args = []
+    scalar_inputs = [k for k, b in enumerate(program.inputs) if program.buffers[b].ndim == 0]
+    pack = parent is None and len(scalar_inputs) > PACK_THRESHOLD
+    packing: dict[str, list[int]] = {}
     for k, b in enumerate(program.inputs):
-        names[b] = f"in{k}"
         contiguous[b] = True  # the runtime passes C-contiguous inputs
+        if pack and k in scalar_inputs:
+            slots = packing.setdefault(program.buffers[b].dtype, [])
+            names.scalars[b] = f"pk{list(packing).index(program.buffers[b].dtype)}[{len(slots)}]"
+            names.pending[b] = (f"in{k}", 0)
+            slots.append(k)
+            continue
+        names[b] = f"in{k}"
+        if program.buffers[b].ndim == 0:
+            names.scalars[b] = f"in{k}[()]"
         args.append(names[b])
+    args.extend(f"pk{j}" for j in range(len(packing)))
+    src.packing = list(packing.items())
     for buf in program.buffers:
         if buf.kind != "constant":
             continue
-        data = buf.var.data
+        data = np.array(buf.var.data, order="C")  # (np.ascontiguousarray makes 0-d arrays 1-d)
         if data.size <= INLINE_CONSTANT_LIMIT or src.arg_constants is None:
-            names[buf.id] = src.add_global("const", np.ascontiguousarray(data))
+            names[buf.id] = src.add_global("const", data)
         else:
             names[buf.id] = f"carg{len(src.arg_constants)}"
-            src.arg_constants.append(np.ascontiguousarray(data))
+            src.arg_constants.append(data)
             args.append(names[buf.id])
         contiguous[buf.id] = True
 
@@ -201,8 +258,7 @@ def generate(program, name: str = "program", parent: ProgramSource | None = None
     for step in program.steps:
         for b in step.outputs:
             names[b] = f"b{b}"
-            buf = program.buffers[b]
-            contiguous[b] = buf.view_of is None
+            contiguous[b] = program.buffers[b].view_of is None
         em.line(f"# step {step.index}: {step.node.op}")
         ctx = StepContext(src, program, step, names, contiguous, alloc)
         emit(step.node.op, ctx)
@@ -211,7 +267,8 @@ def generate(program, name: str = "program", parent: ProgramSource | None = None
     for b in program.outputs:
         buf = program.buffers[b]
         owned = buf.kind == "temp" and buf.view_of is None and buf.takes_over is None
-        outs.append(names[b] if owned and b not in seen else f"{names[b]}.copy()")
+        outs.append(names[b] if owned and b not in seen and b not in names.scalars
+                    else f"{names[b]}.copy()")
         seen.add(b)
     em.line(f"return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
     header = f"def {name}({', '.join(args)}):"

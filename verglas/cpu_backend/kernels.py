@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 
 import numba
 import numpy as np
@@ -57,27 +58,35 @@ _EXACT_ONLY = frozenset({"pow"})
 
 @functools.lru_cache(maxsize=None)
 def scalar_impl(op_name: str, dtype: str | None = None):
-    """The jitted scalar implementation of scalar op `op_name` (vectorizable one if any)."""
+    """The jitted scalar implementation of scalar op `op_name` (vectorizable one if any).
+
+    Each is compiled once as its own function; LLVM inlines it into the program's loops. (numba's
+    own `inline="always"` would copy its IR into every call site, and numba's passes grow
+    superlinearly with a function's size: 50 fused sin calls took 15 s to compile.)
+    """
+    fn = None
     if dtype is not None and op_name not in _EXACT_ONLY:
         try:
-            from verglas.cpu_backend.vmath import VMATH
+            from verglas.cpu_backend.vmath import FASTMATH, VMATH
         except ImportError:  # pragma: no cover - vmath is optional
-            VMATH = {}
+            FASTMATH, VMATH = (), {}
         fast = VMATH.get((op_name, dtype))
         if fast is not None:
-            _SCALAR_REFS[id(fast)] = ("scalar", op_name, dtype)
-            return fast
-    cls = s.SCALAR_OPS[op_name]
-    fn = numba.njit(inline="always", error_model="numpy")(cls.impl)
-    _SCALAR_REFS[id(fn)] = ("scalar", op_name, None)
+            fn = numba.njit(fastmath=set(FASTMATH), error_model="numpy")(fast.py_func)
+    if fn is None:
+        fn = numba.njit(error_model="numpy")(s.SCALAR_OPS[op_name].impl)
+    _SCALAR_REFS[id(fn)] = ("scalar", op_name, dtype)
     return fn
 
 
-def literal(value, dtype: str) -> str:
-    """A typed scalar literal in generated code."""
+def literal(value, dtype: str, ctx=None) -> str:
+    """A typed scalar constant in generated code: a frozen global when `ctx` is given (one IR
+    load instead of a constructor call), else a constructor expression."""
     value = np.asarray(value).item()
     if dtype == "bool":
         return "True" if value else "False"
+    if ctx is not None:
+        return ctx.src.constant(np.dtype(dtype).type(value))
     if isinstance(value, float):
         if math.isnan(value):
             return f"{np_dtype(dtype)}(np.nan)"
@@ -93,6 +102,29 @@ def cast_expr(expr: str, dtype: str) -> str:
     return f"{np_dtype(dtype)}({expr})"
 
 
+# numba gives these the input float type when every input has the output's float dtype, so no
+# cast is needed (a cast still costs numba IR statements, which is what compile time scales with)
+_TYPE_PRESERVING = frozenset({"add", "sub", "mul", "true_div", "neg", "sqr", "identity", "abs",
+                              "second", "switch"})
+_BOOL_RESULT = frozenset({"lt", "le", "gt", "ge", "eq", "neq", "isnan", "isinf"})
+
+
+def _substitute(expr: str, args: list[str]) -> str:
+    """`expr` (over x, y, z) with the argument expressions put in."""
+    names = dict(zip(("x", "y", "z"), args))
+    return re.sub(r"\b[xyz]\b", lambda m: f"({names[m.group(0)]})", expr)
+
+
+def _vmath(op_name: str, dtype: str):
+    if op_name in _EXACT_ONLY or np.dtype(dtype).kind != "f":
+        return None
+    try:
+        from verglas.cpu_backend.vmath import VMATH
+    except ImportError:  # pragma: no cover
+        return None
+    return VMATH.get((op_name, dtype))
+
+
 def scalar_expr(ctx, sop, args: list[str], arg_dtypes: list[str], out_dtypes) -> list[str]:
     """Emit the scalar computation of `sop` on expressions `args`; return result names."""
     inner = getattr(sop, "fgraph", None)
@@ -102,27 +134,36 @@ def scalar_expr(ctx, sop, args: list[str], arg_dtypes: list[str], out_dtypes) ->
             ins, dts = [], []
             for v in node.inputs:
                 if isinstance(v, Constant):
-                    ins.append(literal(v.data, v.type.dtype))
+                    ins.append(literal(v.data, v.type.dtype, ctx))
                 else:
                     ins.append(values[v])
                 dts.append(v.type.dtype)
             outs = scalar_expr(ctx, node.op, ins, dts, [o.type.dtype for o in node.outputs])
             values.update(zip(node.outputs, outs))
-        return [values[o] if not isinstance(o, Constant) else literal(o.data, o.type.dtype)
+        return [values[o] if not isinstance(o, Constant) else literal(o.data, o.type.dtype, ctx)
                 for o in inner.outputs]
     (out_dtype,) = out_dtypes
     name = ctx.fresh("t")
+    exact_type = False  # whether numba's result type is out_dtype without a cast
     if isinstance(sop, s.Cast):
         expr = args[0]
+        exact_type = arg_dtypes[0] == out_dtype
     elif isinstance(sop, (s.Neg, s.Invert)) and arg_dtypes[0] == "bool":
         expr = f"not {args[0]}"
-    elif isinstance(sop, s.Identity):
-        expr = args[0]
-    else:
-        dtype = out_dtype if np.dtype(out_dtype).kind == "f" else None
-        fn = ctx.helper(f"f_{sop.name}_", scalar_impl(sop.name, dtype))
+        exact_type = True
+    elif _vmath(sop.name, out_dtype) is not None:
+        fn = ctx.helper(f"f_{sop.name}_", scalar_impl(sop.name, out_dtype))
         expr = f"{fn}({', '.join(args)})"
-    ctx.line(f"{name} = {cast_expr(expr, out_dtype)}")
+        exact_type = True
+    elif sop.impl_expr is not None:
+        expr = _substitute(sop.impl_expr, args)
+        floats_alike = np.dtype(out_dtype).kind == "f" and all(d == out_dtype for d in arg_dtypes)
+        exact_type = (sop.name in _TYPE_PRESERVING and floats_alike) or (
+            sop.name in _BOOL_RESULT and out_dtype == "bool")
+    else:
+        fn = ctx.helper(f"f_{sop.name}_", scalar_impl(sop.name, None))
+        expr = f"{fn}({', '.join(args)})"
+    ctx.line(f"{name} = {expr if exact_type else cast_expr(expr, out_dtype)}")
     return [name]
 
 
@@ -146,7 +187,16 @@ def _emit_elemwise(op, ctx) -> None:
     for i, var in enumerate(node.inputs):
         data = ctx.constant_value(i)
         if data is not None and data.size == 1 and all(d == 1 for d in var.type.shape):
-            scalars[i] = literal(data.reshape(()), var.type.dtype)
+            scalars[i] = literal(data.reshape(()), var.type.dtype, ctx)
+        elif ctx.scalar(i) is not None:  # a known one-element buffer: read it once
+            h = ctx.fresh("h")
+            ctx.line(f"{h} = {ctx.scalar(i)}")
+            scalars[i] = h
+        elif all(d == 1 for d in var.type.shape):  # one element: read it once, before loops
+            h = ctx.fresh("h")
+            name = ctx.inp(i)
+            ctx.line(f"{h} = {name}[{', '.join('0' * var.ndim) if var.ndim else '()'}]")
+            scalars[i] = h
         else:
             arrays.append((i, ctx.inp(i)))
     modes = _broadcast_modes(ctx, arrays)
@@ -314,6 +364,10 @@ def _emit_elemwise_generic(op, ctx, arrays, scalars) -> None:
 # -- views and shapes ------------------------------------------------------------------------
 @emit.register(DimShuffle)
 def _emit_dimshuffle(op, ctx) -> None:
+    scalar = ctx.scalar(0)
+    if scalar is not None and not op.dropped and ctx.input_var(0).ndim == 0:
+        ctx.set_scalar(0, scalar)  # a broadcast view of one element: emitted only if needed
+        return
     x, out = ctx.inp(0), ctx.out(0)
     kept_sorted = sorted(op.kept)
     if list(op.kept) == kept_sorted and ctx.is_contiguous(0):

@@ -43,7 +43,7 @@ def build_runner(program, key: str | None = None):
         exec(compile(text, f"<verglas program {id(program):x}>", "exec"), namespace)
         _jit_functions(namespace, src.jit_names, JIT_OPTIONS)
         jitted = numba.njit(**JIT_OPTIONS)(namespace[src.name])
-        return CPURunner(program, jitted, src.arg_constants, text)
+        return CPURunner(program, jitted, src.arg_constants, text, src.packing)
     directory = cache.entry_dir("cpu", key)
     path = directory / "program.py"
     globals_path = directory / "globals.pkl"
@@ -55,7 +55,7 @@ def build_runner(program, key: str | None = None):
         module.__dict__.update(_resolve_globals(pickle.loads(globals_path.read_bytes())))
         _jit_functions(module.__dict__, src.jit_names, dict(cache=True, **JIT_OPTIONS))
     jitted = numba.njit(cache=True, **JIT_OPTIONS)(getattr(module, src.name))
-    return CPURunner(program, jitted, src.arg_constants, text)
+    return CPURunner(program, jitted, src.arg_constants, text, src.packing)
 
 
 def _jit_functions(namespace: dict, names, options: dict) -> None:
@@ -82,7 +82,7 @@ def _globals_spec(globals_: dict) -> dict:
     """Globals as picklable specs: arrays as they are, jitted helpers by importable name."""
     spec = {}
     for name, value in globals_.items():
-        if isinstance(value, np.ndarray):
+        if isinstance(value, (np.ndarray, np.generic)):
             spec[name] = ("array", value)
         else:
             spec[name] = ("helper", _helper_ref(value))
@@ -113,13 +113,19 @@ def _resolve_globals(spec: dict) -> dict:
 class CPURunner:
     """Calls the jitted program with C-contiguous inputs and the constant arguments."""
 
-    def __init__(self, program, jitted, arg_constants, source: str):
+    def __init__(self, program, jitted, arg_constants, source: str, packing=()):
         self.program = program
         self.jitted = jitted
         self.arg_constants = tuple(arg_constants)
         self.source = source
-        types = [numba.typeof(np.empty((0,) * b.ndim, dtype=b.dtype))
-                 for b in (program.buffers[i] for i in program.inputs)]
+        # 0-d inputs that travel packed: [(dtype, [input positions])]
+        self.packing = [(d, list(ks)) for d, ks in packing]
+        packed = {k for _, ks in self.packing for k in ks}
+        self.direct = [k for k in range(len(program.inputs)) if k not in packed]
+        bufs = [program.buffers[i] for i in program.inputs]
+        types = [numba.typeof(np.empty((0,) * bufs[k].ndim, dtype=bufs[k].dtype))
+                 for k in self.direct]
+        types += [numba.typeof(np.empty(len(ks), dtype=d)) for d, ks in self.packing]
         types += [numba.typeof(c) for c in self.arg_constants]
         self.signature = tuple(types)
 
@@ -127,5 +133,13 @@ class CPURunner:
         """Compile (or load from numba's cache) the signature every call uses."""
         self.jitted.compile(self.signature)
 
+    def arguments(self, args: list) -> list:
+        """The jitted function's arguments for the program's inputs `args`."""
+        if not self.packing:
+            return args
+        out = [args[k] for k in self.direct]
+        out += [np.array([args[k] for k in ks], dtype=d) for d, ks in self.packing]
+        return out
+
     def __call__(self, args: list) -> list:
-        return list(self.jitted(*args, *self.arg_constants))
+        return list(self.jitted(*self.arguments(args), *self.arg_constants))

@@ -138,9 +138,12 @@ def _as_def(name, node):
 @functools.cache
 def scalar_def(op_name: str) -> tuple[str, str]:
     """(function name, def source) of scalar op `op_name`'s impl, to paste into a kernel."""
-    impl = s.SCALAR_OPS[op_name].impl
+    cls = s.SCALAR_OPS[op_name]
     name = "s_" + re.sub(r"\W", "_", op_name)
-    node = _as_def(name, _function_node(impl))
+    if cls.impl_expr is not None:  # the op is defined by this expression: paste it
+        args = ", ".join(("x", "y", "z")[:cls.nin])
+        return name, f"def {name}({args}):\n    return {cls.impl_expr}"
+    node = _as_def(name, _function_node(cls.impl))
     return name, ast.unparse(node)
 
 

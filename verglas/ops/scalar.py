@@ -33,6 +33,7 @@ class ScalarOp(Op):
     ufunc = None  # the numpy ufunc with these semantics: it types weak Python scalars (NEP 50)
 
     op_name: str = ""
+    impl_expr: str | None = None  # set when `impl` is one expression over x, y, z
 
     @property
     def name(self) -> str:
@@ -86,6 +87,23 @@ def _register(cls):
     return cls
 
 
+_ARGS = ("x", "y", "z")
+
+
+def impl_from_expr(expr: str, nin: int):
+    """The scalar implementation whose body is the Python expression `expr` over x, y, z.
+
+    An op defined this way keeps `impl_expr`, so code generators can inline the very same text.
+    """
+    return eval(f"lambda {', '.join(_ARGS[:nin])}: {expr}", {"math": math})
+
+
+def _impl_attrs(impl, nin: int) -> dict:
+    if isinstance(impl, str):
+        return {"impl": staticmethod(impl_from_expr(impl, nin)), "impl_expr": impl}
+    return {"impl": staticmethod(impl)}
+
+
 def _class_name(name: str) -> str:
     return "".join(part.capitalize() for part in name.strip("_").split("_"))
 
@@ -111,9 +129,8 @@ class UnaryScalarOp(ScalarOp):
 class Neg(UnaryScalarOp):
     symbol = "-"
 
-    @staticmethod
-    def impl(x):
-        return -x
+    impl_expr = "-x"
+    impl = staticmethod(impl_from_expr(impl_expr, 1))
 
     def nfunc(self, x):
         return np.negative(x)  # numpy refuses bools (TypeError): so do we
@@ -124,9 +141,8 @@ class Neg(UnaryScalarOp):
 
 @_register
 class Abs(UnaryScalarOp):
-    @staticmethod
-    def impl(x):
-        return abs(x)
+    impl_expr = "abs(x)"
+    impl = staticmethod(impl_from_expr(impl_expr, 1))
 
     def nfunc(self, x):
         return np.abs(x)
@@ -138,9 +154,8 @@ class Abs(UnaryScalarOp):
 
 @_register
 class Sign(UnaryScalarOp):
-    @staticmethod
-    def impl(x):
-        return (x > 0) - (x < 0) if x == x else x
+    impl_expr = "(1 if x > 0 else (-1 if x < 0 else x))"  # x itself for 0, -0.0, NaN
+    impl = staticmethod(impl_from_expr(impl_expr, 1))
 
     def nfunc(self, x):
         return np.sign(x)  # numpy refuses bools (TypeError): so do we
@@ -163,7 +178,7 @@ def _unary_float(name, nfunc, impl, grad=None):
 
     cls = type(_class_name(name), (UnaryScalarOp,), {
         "op_name": name,
-        "impl": staticmethod(impl),
+        **_impl_attrs(impl, 1),
         "nfunc": lambda self, x, _f=nfunc: _f(x),
         "grad": _grad,
         "__module__": __name__,
@@ -206,35 +221,35 @@ def _np_erf_typed(x):
     return np.asarray(_np_erf(x.astype(dt))).astype(dt)
 
 
-Exp = _unary_float("exp", np.exp, lambda x: math.exp(x), lambda m, x, y, g: g * y)
-Log = _unary_float("log", np.log, lambda x: math.log(x) if x > 0 else (
-    -math.inf if x == 0 else math.nan), lambda m, x, y, g: g / x)
-Log1p = _unary_float("log1p", np.log1p, lambda x: math.log1p(x) if x > -1 else (
-    -math.inf if x == -1 else math.nan), lambda m, x, y, g: g / (1 + x))
-Expm1 = _unary_float("expm1", np.expm1, lambda x: math.expm1(x), lambda m, x, y, g: g * (y + 1))
-Sqrt = _unary_float("sqrt", np.sqrt, lambda x: math.sqrt(x) if x >= 0 else math.nan,
+Exp = _unary_float("exp", np.exp, "math.exp(x)", lambda m, x, y, g: g * y)
+Log = _unary_float("log", np.log, "(math.log(x) if x > 0 else (-math.inf if x == 0 else math.nan))",
+    lambda m, x, y, g: g / x)
+Log1p = _unary_float("log1p", np.log1p, "(math.log1p(x) if x > -1 else (-math.inf if x == -1 else math.nan))",
+    lambda m, x, y, g: g / (1 + x))
+Expm1 = _unary_float("expm1", np.expm1, "math.expm1(x)", lambda m, x, y, g: g * (y + 1))
+Sqrt = _unary_float("sqrt", np.sqrt, "(math.sqrt(x) if x >= 0 else math.nan)",
                     lambda m, x, y, g: g / (2 * y))
-Sin = _unary_float("sin", np.sin, lambda x: math.sin(x), lambda m, x, y, g: g * m.cos(x))
-Cos = _unary_float("cos", np.cos, lambda x: math.cos(x), lambda m, x, y, g: -g * m.sin(x))
-Tan = _unary_float("tan", np.tan, lambda x: math.tan(x),
+Sin = _unary_float("sin", np.sin, "math.sin(x)", lambda m, x, y, g: g * m.cos(x))
+Cos = _unary_float("cos", np.cos, "math.cos(x)", lambda m, x, y, g: -g * m.sin(x))
+Tan = _unary_float("tan", np.tan, "math.tan(x)",
                    lambda m, x, y, g: g * (1 + y * y))
-Tanh = _unary_float("tanh", np.tanh, lambda x: math.tanh(x),
+Tanh = _unary_float("tanh", np.tanh, "math.tanh(x)",
                     lambda m, x, y, g: g * (1 - y * y))
 Sigmoid = _unary_float("sigmoid", _np_sigmoid, _sigmoid_impl,
                        lambda m, x, y, g: g * y * (1 - y))
 Softplus = _unary_float("softplus", _np_softplus, _softplus_impl,
                         lambda m, x, y, g: g * m.sigmoid(x))
-Erf = _unary_float("erf", _np_erf_typed, lambda x: math.erf(x),
+Erf = _unary_float("erf", _np_erf_typed, "math.erf(x)",
                    lambda m, x, y, g: g * (2 / math.sqrt(math.pi)) * m.exp(-x * x))
-Sqr = _unary_float("sqr", np.square, lambda x: x * x, lambda m, x, y, g: g * 2 * x)
-Reciprocal = _unary_float("reciprocal", lambda x: np.divide(1, x), lambda x: 1.0 / x,
+Sqr = _unary_float("sqr", np.square, "x * x", lambda m, x, y, g: g * 2 * x)
+Reciprocal = _unary_float("reciprocal", lambda x: np.divide(1, x), "1.0 / x",
                           lambda m, x, y, g: -g * y * y)
 
 
 def _rounding(name, nfunc, impl):
     cls = type(_class_name(name), (UnaryScalarOp,), {
         "op_name": name,
-        "impl": staticmethod(impl),
+        **_impl_attrs(impl, 1),
         "nfunc": lambda self, x, _f=nfunc: _f(x),  # numpy 2: ints and bools keep their dtype
         "grad": lambda self, inputs, outputs, gz: [
             _float_like(_tensor_funcs().zeros_like(inputs[0]), inputs[0])],
@@ -244,14 +259,14 @@ def _rounding(name, nfunc, impl):
     return _register(cls)
 
 
-Floor = _rounding("floor", np.floor, lambda x: math.floor(x))
-Ceil = _rounding("ceil", np.ceil, lambda x: math.ceil(x))
+Floor = _rounding("floor", np.floor, "math.floor(x)")
+Ceil = _rounding("ceil", np.ceil, "math.ceil(x)")
 
 
 def _predicate(name, nfunc, impl):
     cls = type(_class_name(name), (UnaryScalarOp,), {
         "op_name": name,
-        "impl": staticmethod(impl),
+        **_impl_attrs(impl, 1),
         "nfunc": lambda self, x, _f=nfunc: _f(x),
         "grad": lambda self, inputs, outputs, gz: [None],
         "__module__": __name__,
@@ -260,16 +275,15 @@ def _predicate(name, nfunc, impl):
     return _register(cls)
 
 
-Isnan = _predicate("isnan", np.isnan, lambda x: x != x)
-Isinf = _predicate("isinf", np.isinf, lambda x: x == math.inf or x == -math.inf)
-Invert = _predicate("invert", np.invert, lambda x: ~x)
+Isnan = _predicate("isnan", np.isnan, "x != x")
+Isinf = _predicate("isinf", np.isinf, "(x == math.inf or x == -math.inf)")
+Invert = _predicate("invert", np.invert, "~x")
 
 
 @_register
 class Identity(UnaryScalarOp):
-    @staticmethod
-    def impl(x):
-        return x
+    impl_expr = "x"
+    impl = staticmethod(impl_from_expr(impl_expr, 1))
 
     def nfunc(self, x):
         return x.copy()
@@ -326,7 +340,7 @@ def _binary(name, nfunc, impl, grad=None, symbol="", commutative=False, associat
 
     cls = type(_class_name(name), (BinaryScalarOp,), {
         "op_name": name,
-        "impl": staticmethod(impl),
+        **_impl_attrs(impl, 2),
         "nfunc": lambda self, x, y, _f=nfunc: _f(x, y),
         "grad": _grad,
         "symbol": symbol,
@@ -391,28 +405,28 @@ def _float_min(x, y):
     return x if x <= y else y
 
 
-Add = _binary("add", _np_add, lambda x, y: x + y, lambda m, x, y, z, g: (g, g), "+", True, True,
+Add = _binary("add", _np_add, "x + y", lambda m, x, y, z, g: (g, g), "+", True, True,
               ufunc=np.add)
-Sub = _binary("sub", np.subtract, lambda x, y: x - y, lambda m, x, y, z, g: (g, -g), "-")
-Mul = _binary("mul", _np_mul, lambda x, y: x * y, lambda m, x, y, z, g: (g * y, g * x), "*",
+Sub = _binary("sub", np.subtract, "x - y", lambda m, x, y, z, g: (g, -g), "-")
+Mul = _binary("mul", _np_mul, "x * y", lambda m, x, y, z, g: (g * y, g * x), "*",
               True, True, ufunc=np.multiply)
-TrueDiv = _binary("true_div", np.true_divide, lambda x, y: x / y,
+TrueDiv = _binary("true_div", np.true_divide, "x / y",
                   lambda m, x, y, z, g: (g / y, -g * z / y), "/")
-FloorDiv = _binary("floor_div", np.floor_divide, lambda x, y: x // y, None, "//")
-Mod = _binary("mod", np.remainder, lambda x, y: x % y,
+FloorDiv = _binary("floor_div", np.floor_divide, "x // y", None, "//")
+Mod = _binary("mod", np.remainder, "x % y",
               lambda m, x, y, z, g: (g, -g * m.floor_divide(x, y)), "%")
 Pow = _binary("pow", _np_pow, _pow_impl, _pow_grad, "**", ufunc=np.power)
 Maximum = _binary("maximum", np.maximum, _float_max, _maximum_grad, "", True, True)
 Minimum = _binary("minimum", np.minimum, _float_min, _minimum_grad, "", True, True)
-Lt = _binary("lt", np.less, lambda x, y: x < y, None, "<", comparison=True)
-Le = _binary("le", np.less_equal, lambda x, y: x <= y, None, "<=", comparison=True)
-Gt = _binary("gt", np.greater, lambda x, y: x > y, None, ">", comparison=True)
-Ge = _binary("ge", np.greater_equal, lambda x, y: x >= y, None, ">=", comparison=True)
-Eq = _binary("eq", np.equal, lambda x, y: x == y, None, "==", True, comparison=True)
-Neq = _binary("neq", np.not_equal, lambda x, y: x != y, None, "!=", True, comparison=True)
-And = _binary("and_", np.bitwise_and, lambda x, y: x & y, None, "&", True, True)
-Or = _binary("or_", np.bitwise_or, lambda x, y: x | y, None, "|", True, True)
-Xor = _binary("xor", np.bitwise_xor, lambda x, y: x ^ y, None, "^", True, True)
+Lt = _binary("lt", np.less, "x < y", None, "<", comparison=True)
+Le = _binary("le", np.less_equal, "x <= y", None, "<=", comparison=True)
+Gt = _binary("gt", np.greater, "x > y", None, ">", comparison=True)
+Ge = _binary("ge", np.greater_equal, "x >= y", None, ">=", comparison=True)
+Eq = _binary("eq", np.equal, "x == y", None, "==", True, comparison=True)
+Neq = _binary("neq", np.not_equal, "x != y", None, "!=", True, comparison=True)
+And = _binary("and_", np.bitwise_and, "x & y", None, "&", True, True)
+Or = _binary("or_", np.bitwise_or, "x | y", None, "|", True, True)
+Xor = _binary("xor", np.bitwise_xor, "x ^ y", None, "^", True, True)
 
 
 # -- ternary -------------------------------------------------------------------------------------
@@ -422,9 +436,8 @@ class Switch(ScalarOp):
 
     nin = 3
 
-    @staticmethod
-    def impl(c, a, b):
-        return a if c else b
+    impl_expr = "(y if x else z)"
+    impl = staticmethod(impl_from_expr(impl_expr, 3))
 
     def nfunc(self, c, a, b):
         return np.where(c, a, b)
@@ -446,9 +459,8 @@ class Second(ScalarOp):
 
     nin = 2
 
-    @staticmethod
-    def impl(x, y):
-        return y
+    impl_expr = "y"
+    impl = staticmethod(impl_from_expr(impl_expr, 2))
 
     def nfunc(self, x, y):
         return np.broadcast_arrays(x, y)[1].copy()

@@ -1,0 +1,83 @@
+"""A compiled CPU Function as users hold it: thread safety, pickling without re-running the
+rewrites, run-time errors as Python exceptions."""
+
+import pickle
+import sys
+import threading
+
+import cloudpickle
+import numpy as np
+
+import verglas as vg
+from tests.cpu_backend.test_array_kernels import matmul_program
+from tests.cpu_backend.test_reduce_kernels import reductions
+from tests.cpu_backend.utils import compile_pair, expect_error, rng
+
+
+def test_threads_share_one_function():
+    inputs, outs = reductions("float64")
+    fast, ref = compile_pair(inputs, outs)
+    data = [rng(k).normal(size=(3, 4, 5)) for k in range(8)]
+    expected = [ref(d) for d in data]
+    errors = []
+
+    def work(k):
+        try:
+            for _ in range(200):
+                got = fast(data[k])
+                for g, e in zip(got, expected[k]):
+                    np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-12)
+        except Exception as exc:  # reported below: a thread's assert does not fail the test
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+
+
+def test_pickle_round_trip_skips_rewrites(monkeypatch):
+    inputs, outs = matmul_program()
+    fast, _ = compile_pair(inputs, outs)
+    g = rng(3)
+    arrays = [g.normal(size=(3, 4)), g.normal(size=(5, 2)).astype("float32"), g.normal(size=6),
+              g.normal(size=(2, 3, 4)), g.normal(size=(2, 1, 5, 4)).astype("float32")]
+    expected = fast(*arrays)
+    import verglas.function
+    import verglas.rewrite
+
+    real = verglas.rewrite.rewrite_graph
+    callers = []
+
+    def record(*args, **kwargs):
+        callers.append(sys._getframe(1).f_globals["__name__"])
+        return real(*args, **kwargs)
+
+    def fail(*args, **kwargs):
+        raise AssertionError("the program's graph was rewritten again on unpickling")
+
+    monkeypatch.setattr(verglas.rewrite, "rewrite_graph", record)
+    monkeypatch.setattr(verglas.function, "_optimize", fail)
+    for dumps, loads in ((pickle.dumps, pickle.loads), (cloudpickle.dumps, pickle.loads)):
+        again = loads(dumps(fast))
+        for a, b in zip(again(*arrays), expected):
+            np.testing.assert_array_equal(a, b)
+    # only the scheduler's small shape graph may be simplified again (lower() builds it)
+    assert set(callers) <= {"verglas.schedule.shapes"}, callers
+
+
+def test_broadcast_error_names_op():
+    x = vg.tensor("x", shape=(None,), dtype="float64")
+    y = vg.tensor("y", shape=(None,), dtype="float64")
+    expect_error([x, y], vg.sum(x + y), [np.ones(3), np.ones(2)], ValueError, "Elemwise")
+
+
+def test_inputs_never_modified_by_inplace_program():
+    x = vg.tensor("x", shape=(None,), dtype="float64")
+    out = vg.set_subtensor(x[1:], vg.exp(x[:-1]) * 2.0) + 1.0
+    fast, ref = compile_pair([x], out)
+    a = np.arange(5.0)
+    np.testing.assert_allclose(fast(a), ref(a))
+    np.testing.assert_array_equal(a, np.arange(5.0))

@@ -80,6 +80,7 @@ class ProgramSource:
         self.arg_constants: list | None = []  # large constants passed as arguments
         self.functions: list[str] = []  # extra top-level functions (sub-programs)
         self._constants: dict = {}
+        self.inline_calls = True  # inline jitted scalar functions (see kernels.INLINE_CALL_LIMIT)
         self.jit_names: list[str] = []  # names of those functions, callees first
         self.sub_functions: dict[int, str] = {}  # id(sub-program) -> its function's name
 
@@ -94,6 +95,8 @@ class ProgramSource:
         child.arg_constants = None
         child.functions, child.jit_names = self.functions, self.jit_names
         child.sub_functions = self.sub_functions
+        child._constants = self._constants
+        child.inline_calls = self.inline_calls
         return child
 
     def constant(self, value) -> str:
@@ -202,9 +205,11 @@ def generate(program, name: str = "program", parent: ProgramSource | None = None
 
     With a `parent`, the function is added to the parent's extra functions (a sub-program).
     """
-    from verglas.cpu_backend.kernels import emit
+    from verglas.cpu_backend.kernels import INLINE_CALL_LIMIT, count_calls, emit
 
     src = ProgramSource(name) if parent is None else parent.child(name)
+    if parent is None:
+        src.inline_calls = count_calls(program) <= INLINE_CALL_LIMIT
     em = src.emitter
     names = _Names(em)
     contiguous: dict[int, bool] = {}

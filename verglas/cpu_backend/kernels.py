@@ -21,7 +21,7 @@ from verglas.ops import scalar as s
 from verglas.ops.elemwise import DimShuffle, Elemwise
 from verglas.ops.shape import MakeVector, Shape, ShapeI, SumToShape
 
-__all__ = ["emit", "scalar_impl", "literal", "register_helper", "helper_ref", "resolve_helper",
+__all__ = ["emit", "scalar_impl", "literal", "count_calls", "register_helper", "helper_ref", "resolve_helper",
            "HELPER_REFS"]
 
 HELPER_REFS: dict = {}  # name -> module-level jitted helper used by generated code
@@ -56,14 +56,19 @@ def emit(op, ctx) -> None:
 _EXACT_ONLY = frozenset({"pow"})
 
 
-@functools.lru_cache(maxsize=None)
-def scalar_impl(op_name: str, dtype: str | None = None):
-    """The jitted scalar implementation of scalar op `op_name` (vectorizable one if any).
+# Above this many calls of jitted scalar functions in one program, they are called rather than
+# inlined: numba copies an inlined function's IR into every call site and its passes grow
+# superlinearly with function size (500 inlined sin calls: minutes), while a call blocks SIMD
+# vectorization of its loop (tanh float32: 1.2 ms instead of 0.19 ms per 131k elements).
+INLINE_CALL_LIMIT = 48
 
-    Each is compiled once as its own function; LLVM inlines it into the program's loops. (numba's
-    own `inline="always"` would copy its IR into every call site, and numba's passes grow
-    superlinearly with a function's size: 50 fused sin calls took 15 s to compile.)
-    """
+
+@functools.lru_cache(maxsize=None)
+def scalar_impl(op_name: str, dtype: str | None = None, inline: bool = True):
+    """The jitted scalar implementation of scalar op `op_name` (vectorizable one if any)."""
+    options = {"error_model": "numpy"}
+    if inline:
+        options["inline"] = "always"
     fn = None
     if dtype is not None and op_name not in _EXACT_ONLY:
         try:
@@ -72,10 +77,10 @@ def scalar_impl(op_name: str, dtype: str | None = None):
             FASTMATH, VMATH = (), {}
         fast = VMATH.get((op_name, dtype))
         if fast is not None:
-            fn = numba.njit(fastmath=set(FASTMATH), error_model="numpy")(fast.py_func)
+            fn = numba.njit(fastmath=set(FASTMATH), **options)(fast.py_func)
     if fn is None:
-        fn = numba.njit(error_model="numpy")(s.SCALAR_OPS[op_name].impl)
-    _SCALAR_REFS[id(fn)] = ("scalar", op_name, dtype)
+        fn = numba.njit(**options)(s.SCALAR_OPS[op_name].impl)
+    _SCALAR_REFS[id(fn)] = ("scalar", op_name, dtype, inline)
     return fn
 
 
@@ -115,6 +120,24 @@ def _substitute(expr: str, args: list[str]) -> str:
     return re.sub(r"\b[xyz]\b", lambda m: f"({names[m.group(0)]})", expr)
 
 
+def count_calls(program) -> int:
+    """How many jitted scalar-function calls the program's elementwise loops will contain."""
+    count = 0
+    for step in program.steps:
+        op = step.node.op
+        if not isinstance(op, Elemwise):
+            continue
+        inner = getattr(op.scalar_op, "fgraph", None)
+        nodes = inner.toposort() if inner is not None else [step.node]
+        for node in nodes:
+            sop = node.op.scalar_op if isinstance(node.op, Elemwise) else node.op
+            dtype = node.outputs[0].type.dtype
+            if _vmath(sop.name, dtype) is not None or (
+                    sop.impl_expr is None and not isinstance(sop, s.Cast)):
+                count += 1
+    return count
+
+
 def _vmath(op_name: str, dtype: str):
     if op_name in _EXACT_ONLY or np.dtype(dtype).kind != "f":
         return None
@@ -152,7 +175,7 @@ def scalar_expr(ctx, sop, args: list[str], arg_dtypes: list[str], out_dtypes) ->
         expr = f"not {args[0]}"
         exact_type = True
     elif _vmath(sop.name, out_dtype) is not None:
-        fn = ctx.helper(f"f_{sop.name}_", scalar_impl(sop.name, out_dtype))
+        fn = ctx.helper(f"f_{sop.name}_", scalar_impl(sop.name, out_dtype, ctx.src.inline_calls))
         expr = f"{fn}({', '.join(args)})"
         exact_type = True
     elif sop.impl_expr is not None:
@@ -161,7 +184,7 @@ def scalar_expr(ctx, sop, args: list[str], arg_dtypes: list[str], out_dtypes) ->
         exact_type = (sop.name in _TYPE_PRESERVING and floats_alike) or (
             sop.name in _BOOL_RESULT and out_dtype == "bool")
     else:
-        fn = ctx.helper(f"f_{sop.name}_", scalar_impl(sop.name, None))
+        fn = ctx.helper(f"f_{sop.name}_", scalar_impl(sop.name, None, ctx.src.inline_calls))
         expr = f"{fn}({', '.join(args)})"
     ctx.line(f"{name} = {expr if exact_type else cast_expr(expr, out_dtype)}")
     return [name]
@@ -237,27 +260,28 @@ def _elemwise_body(ctx, op, scalars, index_of, out_index):
         ctx.line(f"{target} = {res}")
 
 
-def _emit_elemwise_proven(op, ctx, arrays, scalars, modes) -> None:
-    """All broadcasting is known at compile time: direct indexing, no run-time checks."""
+def _emit_elemwise_proven(op, ctx, arrays, scalars, modes, dims=None) -> None:
+    """All broadcasting is known (statically, or after run-time checks): direct indexing."""
     node = ctx.node
     ndim = node.outputs[0].ndim
     out_static = node.outputs[0].type.shape
-    dims = []
-    for axis in range(ndim):
-        if out_static[axis] is not None:
-            dims.append(str(out_static[axis]))
-        else:
-            src = next(name for i, name in arrays if modes[i][axis] == "full")
-            dims.append(f"{src}.shape[{axis}]")
+    names = dict(arrays)
+    if dims is None:
+        dims = []
+        for axis in range(ndim):
+            if out_static[axis] is not None:
+                dims.append(str(out_static[axis]))
+            else:
+                src = next(name for i, name in arrays if modes[i][axis] == "full")
+                dims.append(f"{src}.shape[{axis}]")
     shape = "(" + "".join(f"{d}, " for d in dims) + ")"
     outs = [ctx.alloc(j, shape) for j in range(len(node.outputs))]
-    names = dict(arrays)
     if ndim == 0:
         _elemwise_body(ctx, op, scalars, lambda i: f"{names[i]}[()]",
                        [f"{o}[()]" for o in outs])
         return
     flat = all(m == "full" for mode in modes.values() for m in mode) and all(
-        ctx.is_contiguous(i) for i, _ in arrays)
+        ctx.is_contiguous(i) or names[i] != ctx.inp(i) for i, _ in arrays)
     if flat:
         size = ctx.fresh("n")
         ctx.line(f"{size} = {' * '.join(dims)}")
@@ -290,10 +314,13 @@ def _emit_elemwise_proven(op, ctx, arrays, scalars, modes) -> None:
 
 
 def _emit_elemwise_generic(op, ctx, arrays, scalars) -> None:
-    """Broadcasting decided at run time: checks, a flat path when shapes match, else views."""
+    """Broadcasting decided at run time: check the shapes, then bring every input whose shape
+    is not provably right to its broadcast target (a no-op when it already has it, as in the
+    common case), so the loops index directly and vectorize."""
     node = ctx.node
     ndim = node.outputs[0].ndim
     out_static = node.outputs[0].type.shape
+    modes = _broadcast_modes(ctx, arrays)
     dims = []
     bdim = ctx.helper("bdim", _bdim)
     for axis in range(ndim):
@@ -320,45 +347,23 @@ def _emit_elemwise_generic(op, ctx, arrays, scalars) -> None:
                          f"{out_static[axis]}:")
                 with ctx.indent():
                     ctx.raise_("ValueError", f"{op}: input shapes cannot be broadcast together")
-    shape = "(" + "".join(f"{d}, " for d in dims) + ")"
-    outs = [ctx.alloc(j, shape) for j in range(len(node.outputs))]
-    names = dict(arrays)
-    all_contig = all(ctx.is_contiguous(i) for i, _ in arrays)
-    if all_contig:
-        size = ctx.fresh("n")
-        ctx.line(f"{size} = {' * '.join(dims)}")
-        same = " and ".join(f"{name}.shape == {shape}" for _, name in arrays)
-        ctx.line(f"if {same}:")
-        with ctx.indent():
-            flats = {}
-            for i, name in arrays:
-                flats[i] = ctx.fresh("f")
-                ctx.line(f"{flats[i]} = {name}.reshape({size})")
-            oflat = []
-            for o in outs:
-                oflat.append(ctx.fresh("fo"))
-                ctx.line(f"{oflat[-1]} = {o}.reshape({size})")
-            idx = ctx.fresh("i")
-            ctx.line(f"for {idx} in range({size}):")
-            with ctx.indent():
-                _elemwise_body(ctx, op, scalars, lambda i: f"{flats[i]}[{idx}]",
-                               [f"{fo}[{idx}]" for fo in oflat])
-        ctx.line("else:")
-        ctx.em.depth += 1
-    views = {}
+    fixed = []
     for i, name in arrays:
-        views[i] = ctx.fresh("v")
-        ctx.line(f"{views[i]} = np.broadcast_to({name}, {shape})")
-    loop_vars = [ctx.fresh("i") for _ in range(ndim)]
-    for axis, var in enumerate(loop_vars):
-        ctx.line(f"for {var} in range({dims[axis]}):")
-        ctx.em.depth += 1
-    index = "[" + ", ".join(loop_vars) + "]"
-    _elemwise_body(ctx, op, scalars, lambda i: f"{views[i]}{index}",
-                   [f"{o}{index}" for o in outs])
-    ctx.em.depth -= ndim
-    if all_contig:
-        ctx.em.depth -= 1
+        if all(m != "unknown" for m in modes[i]):
+            fixed.append((i, name))
+            continue
+        static = node.inputs[i].type.shape
+        target = "(" + "".join("1, " if static[a] == 1 else f"{dims[a]}, "
+                               for a in range(ndim)) + ")"
+        v = ctx.fresh("v")
+        copy = f"np.ascontiguousarray(np.broadcast_to({name}, {target}))"
+        if ctx.is_contiguous(i):
+            ctx.line(f"{v} = {name} if {name}.shape == {target} else {copy}")
+        else:
+            ctx.line(f"{v} = {copy}")
+        modes[i] = ["bcast" if static[a] == 1 else "full" for a in range(ndim)]
+        fixed.append((i, v))
+    _emit_elemwise_proven(op, ctx, fixed, scalars, modes, dims)
 
 
 # -- views and shapes ------------------------------------------------------------------------

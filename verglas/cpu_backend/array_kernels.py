@@ -158,6 +158,16 @@ def _matmul_blas(a, b, out):
 
 @register_helper
 @numba.njit(cache=False)
+def _matmul_blas_direct(a, b, out):
+    """out = a @ b for 2-d float arrays typed C- or F-contiguous: no copies."""
+    if a.shape[1] == 0:
+        out[...] = 0
+        return
+    np.dot(a, b, out)
+
+
+@register_helper
+@numba.njit(cache=False)
 def _matmul_loops(a, b, out):
     """out = a @ b for 2-d arrays of any dtype (integers wrap, bools: any(a and b))."""
     m, k = a.shape
@@ -217,7 +227,10 @@ def _emit_matmul(op, ctx) -> None:
                     a = conv
                 else:
                     b = conv
-    fn = ctx.helper("matmul", _matmul_blas if blas else _matmul_loops)
+    direct = (blas and nbatch == 0 and a == ctx.inp(0) and b == ctx.inp(1)
+              and ctx.layout(0) in "CF" and ctx.layout(1) in "CF")
+    fn = ctx.helper("matmul", _matmul_blas_direct if direct else
+                    _matmul_blas if blas else _matmul_loops)
     for j in range(nbatch):
         ctx.line(f"for {loop[j]} in range({dims[j]}):")
         ctx.em.depth += 1

@@ -156,7 +156,16 @@ class StepContext:
 
     def is_contiguous(self, i: int) -> bool:
         """Whether input `i` is statically known to be C-contiguous."""
-        return self._contiguous[self.step.inputs[i]]
+        return self._contiguous[self.step.inputs[i]] is True
+
+    def layout(self, i: int) -> str:
+        """numba's layout of input `i`: 'C', 'F' (a transpose of a C array) or 'A'."""
+        value = self._contiguous[self.step.inputs[i]]
+        return "C" if value is True else (value or "A")
+
+    def set_layout(self, j: int, layout: str) -> None:
+        """Declare the layout of output `j` (a view): 'C', 'F' or 'A'."""
+        self._contiguous[self.step.outputs[j]] = True if layout == "C" else layout
 
     def constant_value(self, i: int):
         var = self.node.inputs[i]

@@ -397,6 +397,11 @@ def _emit_dimshuffle(op, ctx) -> None:
     else:
         cur = x
     perm = tuple(kept_sorted.index(d) for d in op.kept)
+    if (not op.dropped and not op.inserted and ctx.is_contiguous(0)
+            and perm == tuple(reversed(range(len(perm))))):
+        ctx.line(f"{out} = {x}.T")  # numba types it F-contiguous: BLAS takes it as it is
+        ctx.set_layout(0, "F")
+        return
     if perm != tuple(range(len(perm))):
         nxt = ctx.fresh("v")
         ctx.line(f"{nxt} = np.transpose({cur}, {perm!r})")
@@ -462,7 +467,18 @@ def _emit_sum_to_shape(op, ctx) -> None:
     shape = "(" + "".join(f"{shp}[{a}], " for a in range(ndim)) + ")"
     out = ctx.alloc(0, shape)
     fn = ctx.helper("sum_to_shape", _sum_to_shape)
-    ctx.line(f"{fn}({g}, {shp}, {out})")
+    if ctx.is_contiguous(0) and ndim:
+        # nothing was broadcast (the usual case): a vectorized copy
+        n = ctx.fresh("n")
+        ctx.line(f"if {g}.shape == {shape}:")
+        with ctx.indent():
+            ctx.line(f"{n} = {g}.size")
+            ctx.line(f"{out}.reshape({n})[:] = {g}.reshape({n})")
+        ctx.line("else:")
+        with ctx.indent():
+            ctx.line(f"{fn}({g}, {shp}, {out})")
+    else:
+        ctx.line(f"{fn}({g}, {shp}, {out})")
 
 
 # The other ops' kernels register themselves into `emit` (and their helpers) on import.

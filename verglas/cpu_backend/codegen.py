@@ -269,13 +269,26 @@ def generate(program, name: str = "program", parent: ProgramSource | None = None
             em.line(f"{out} = {slot_storage[slot]}.reshape({shape_expr})")
         return out
 
-    for step in program.steps:
-        for b in step.outputs:
-            names[b] = f"b{b}"
-            contiguous[b] = program.buffers[b].view_of is None
-        em.line(f"# step {step.index}: {step.node.op}")
-        ctx = StepContext(src, program, step, names, contiguous, alloc)
-        emit(step.node.op, ctx)
+    from verglas.cpu_backend.rowfusion import emit_row_group, row_groups
+
+    groups = row_groups(program)
+    steps = list(program.steps)
+    k = 0
+    while k < len(steps):
+        members = groups.get(k, [steps[k]])
+        contexts = []
+        for step in members:
+            for b in step.outputs:
+                names[b] = f"b{b}"
+                contiguous[b] = program.buffers[b].view_of is None
+            em.line(f"# step {step.index}: {step.node.op}")
+            contexts.append(StepContext(src, program, step, names, contiguous, alloc))
+        if len(members) > 1:
+            em.line(f"# steps {members[0].index}-{members[-1].index}: one loop over rows")
+            emit_row_group(contexts)
+        else:
+            emit(members[0].node.op, contexts[0])
+        k += len(members)
     outs = []
     seen: set[int] = set()
     for b in program.outputs:

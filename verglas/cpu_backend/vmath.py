@@ -118,6 +118,51 @@ def _rint(typingctx, x):
     return x(x), codegen
 
 
+@intrinsic
+def _fma(typingctx, a, b, c):
+    """a * b + c rounded once (llvm.fma, vfmadd): exact Cody-Waite steps in float32."""
+
+    def codegen(context, builder, sig, args):
+        fnty = ir.FunctionType(args[0].type, [args[0].type] * 3)
+        fn = cgutils.get_or_insert_function(builder.module, fnty, f"llvm.fma.f{a.bitwidth}")
+        return builder.call(fn, args)
+
+    return a(a, b, c), codegen
+
+
+@intrinsic
+def _sub_exact(typingctx, a, b):
+    """a - b that no caller flag may reassociate: it carries its own 'contract' flag, and
+    numba's fastmath pass only flags instructions that have none."""
+
+    def codegen(context, builder, sig, args):
+        return builder.fsub(args[0], args[1], flags=("contract",))
+
+    return a(a, b), codegen
+
+
+def _int_op(opname: str):
+    """An int32/int64 binary op that keeps the width of its first operand.
+
+    numba widens int32 arithmetic to int64, and LLVM cannot always narrow it back, which
+    halves the SIMD lanes of the float32 kernels' exponent manipulation.
+    """
+
+    @intrinsic
+    def op(typingctx, a, b):
+        def codegen(context, builder, sig, args):
+            rhs = context.cast(builder, args[1], sig.args[1], sig.args[0])
+            return getattr(builder, opname)(args[0], rhs)
+
+        return a(a, b), codegen
+
+    return op
+
+
+_iadd, _isub, _iand, _ior, _ixor = (_int_op(op) for op in ("add", "sub", "and_", "or_", "xor"))
+_shl, _ashr = _int_op("shl"), _int_op("ashr")
+
+
 def _make_horner(n: int):
     """Build an inlined Horner evaluation of an n-coefficient tuple (lowest degree first)."""
     expr = f"c[{n - 1}]"
@@ -170,7 +215,7 @@ _ERFC_C = (0.11630270721024731, -0.029379310747730134, 0.007283322451524611,
            -2.653298776542253e-07, 5.8161804397739546e-08, -1.2425733213297197e-08,
            2.6574843694067957e-09, -6.688244982359302e-10, 1.3910367823589323e-10)  # [3.5, 6]
 
-_H6, _H7, _H11, _H12, _H15 = (_make_horner(n) for n in (6, 7, 11, 12, 15))
+_H3, _H5, _H6, _H7, _H11, _H12, _H15 = (_make_horner(n) for n in (3, 5, 6, 7, 11, 12, 15))
 
 _INF = math.inf
 _NAN = math.nan
@@ -382,6 +427,242 @@ def _pow_f64(x, y):
     return 1.0 if (y == 0.0) | (x == 1.0) else res  # x**0 == 1 and 1**y == 1, even for nan
 
 
+# --------------------------------------------------------------------------- float32 kernels
+
+# Native float32: every operation on float32 (np.float32 constants, int32 bit tricks through
+# _iadd & co.), so a 256-bit vector holds 8 lanes.  Coefficients: the float32 fits of
+# benchmarks/vmath_coeffs.py, rounded to float32; comments give the fit's max error.
+_f = np.float32
+# exp(r) = 1 + r + r^2 * EXP32(r), |r| <= ln2/2 (6.7e-8 on a term scaled by r^2 <= 0.12).
+_EXP32 = tuple(map(_f, (0.5, 0.16666576266288757, 0.041666556149721146, 0.008363190107047558,
+                        0.0013926198007538915)))
+# log(1+f) as in _log_core with z <= 0.0295 (2.0e-7 on a term scaled by s*z < 0.006).
+_LOG32 = tuple(map(_f, (0.6666668653488159, 0.39988550543785095, 0.29590317606925964)))
+# sin/cos as _SIN/_COS on |r| <= 0.8 (2.5e-8, 2.5e-9): r overshoots pi/4 a little when
+# x * 2/pi rounds in float32.
+_SIN32 = tuple(map(_f, (-0.166666641831398, 0.00833270326256752, -0.0001957844360731542)))
+_COS32 = tuple(map(_f, (0.0416666641831398, -0.0013888258254155517, 2.4538474463042803e-05)))
+# tan(r) = r + r*z*TAN32(z), z = r^2, |r| <= 0.8 (1.4e-8 on a term scaled by 0.52).
+_TAN32 = tuple(map(_f, (0.3333333432674408, 0.1333319991827011, 0.054001059383153915,
+                        0.021570172160863876, 0.01013751421123743, 0.0009103539632633328,
+                        0.004003292880952358)))
+# tanh(x) = x + x*z*TANH32(z), z = x^2, |x| <= 0.625 (1.3e-8 on a term scaled by 0.24).
+_TANH32 = tuple(map(_f, (-0.3333333432674408, 0.13333304226398468, -0.053959257900714874,
+                         0.02176891826093197, -0.008343945257365704, 0.002292744815349579)))
+
+_ZERO32, _HALF32, _ONE32, _TWO32 = _f(0.0), _f(0.5), _f(1.0), _f(2.0)
+_INF32, _NAN32 = _f(math.inf), _f(math.nan)
+_SIGN32 = np.int32(-(2**31))
+_ZERO_I32 = np.int32(0)
+_LOG2E32 = _f(1.4426950408889634)
+# 16-bit head: e * _LN2_HI32 is exact for |e| < 2^8 (every float32 exponent).
+_LN2_HI32 = _f(0.693145751953125)
+_LN2_LO32 = _f(1.428606765330187e-06)
+# exp(x) is inf above 88.73 and 0 below -103.98 in float32; _EXP_MAX32 is the largest
+# float32 whose exp is finite.
+_EXP_MAX32 = _f(88.72283172607422)
+_EXP_HI32 = _f(88.8)
+_EXP_LO32 = _f(-104.0)
+_EXPM1_LO32 = _f(-30.0)  # expm1 is -1 in float32 below -17.4
+_2_PI32 = _f(0.6366197723675814)
+# pi/2 as three float32 parts (24 + 24 + 24 bits, residual 1e-23), applied with exact FMAs.
+_PIO2_1_32 = _f(1.5707963705062866)
+_PIO2_2_32 = _f(-4.371138828673793e-08)
+_PIO2_3_32 = _f(-1.7151245100058819e-15)
+_SQRT_HALF_BITS32 = np.int32(0x3F3504F3)
+_MIN_NORMAL32 = _f(1.1754943508222875e-38)
+_TWO25_32 = _f(33554432.0)
+_TWO_M64_32 = _f(2.0**-64)
+_TANH_HI32 = _f(9.5)  # tanh(x) rounds to +-1 above 9.01
+_TANH_SMALL32 = _f(0.625)
+
+
+@numba.njit(**_JIT)
+def _copysign_f32(mag, sign):
+    """Magnitude of mag with the sign bit of sign (float32)."""
+    return _as_float(_ior(_iand(_as_int(mag), ~_SIGN32), _iand(_as_int(sign), _SIGN32)))
+
+
+@numba.njit(**_JIT)
+def _pow2_f32(k):
+    """2^k as float32 for int32 k in [-126, 127]."""
+    return _as_float(_shl(_iadd(k, 127), 23))
+
+
+@numba.njit(**_JIT)
+def _ldexp_f32(p, k):
+    """p * 2^k for normal p and a normal result, by integer addition to the exponent."""
+    return _as_float(_iadd(_as_int(p), _shl(k, 23)))
+
+
+@numba.njit(**_JIT)
+def _exp_reduce_f32(x):
+    """Split x = k*ln2 + r with |r| <= ln2/2; returns (r, k) with k as int32."""
+    kf = _rint(x * _LOG2E32)
+    k = np.int32(kf)
+    # Two SSA copies of k, as in _exp_reduce, so 'reassoc' keeps the products apart.
+    r = (x - kf * _LN2_HI32) - np.float32(k) * _LN2_LO32
+    return r, k
+
+
+@numba.njit(**_JIT)
+def _exp_f32(x):
+    """exp(x) in float32: degree-6 polynomial, 2^k applied in two halves."""
+    x = _EXP_HI32 if x > _EXP_HI32 else x  # NaN passes through
+    x = _EXP_LO32 if x < _EXP_LO32 else x
+    r, k = _exp_reduce_f32(x)
+    p = _ONE32 + (r + r * r * _H5(r, _EXP32))
+    # p * 2^k by adding k to p's exponent field: a product of two scale factors would be
+    # regrouped by 'reassoc' into p * (2^64 * 2^64) = inf.  Subnormal results take one
+    # float product by 2^-64, so they are rounded once.
+    tiny = k < -125
+    res = _ldexp_f32(p, _iadd(k, 64) if tiny else k)
+    res = res * _TWO_M64_32 if tiny else res
+    # k = 128 with p >= 1 overflows the exponent field; this also returns nan for nan.
+    return res if x <= _EXP_MAX32 else x * _INF32
+
+
+@numba.njit(**_JIT)
+def _expm1_f32(x):
+    """expm1(x) = 2^k * (expm1(r) + 1) - 1, exact expm1(r) when k == 0."""
+    x = _EXP_HI32 if x > _EXP_HI32 else x
+    x = _EXPM1_LO32 if x < _EXPM1_LO32 else x
+    r, k = _exp_reduce_f32(x)
+    em1 = r + r * r * _H5(r, _EXP32)
+    big = k > 127  # 2^128 is not a float32: scale by 2^127 and double at the end
+    s = _pow2_f32(_isub(k, 1) if big else k)
+    res = s * em1 + (s - _ONE32)
+    res = res * _TWO32 if big else res
+    res = em1 if k == 0 else res
+    return x if x == _ZERO32 else res
+
+
+@numba.njit(**_JIT)
+def _log_split_f32(x):
+    """x = 2^e * m with m in [sqrt(1/2), sqrt(2)) for finite x > 0; returns (m, e: int32)."""
+    tiny = x < _MIN_NORMAL32
+    x = x * _TWO25_32 if tiny else x  # 2^25 makes subnormals normal
+    bits = _isub(_as_int(x), _SQRT_HALF_BITS32)
+    e = _isub(_ashr(bits, 23), 25 if tiny else 0)
+    m = _as_float(_iadd(_iand(bits, 0x007FFFFF), _SQRT_HALF_BITS32))
+    return m, e
+
+
+@numba.njit(**_JIT)
+def _log_poly_f32(f, e):
+    """e*ln2 + log(1+f) for f in [sqrt(1/2)-1, sqrt(2)-1], e int32."""
+    s = _div(f, _TWO32 + f)
+    z = s * s
+    hfsq = _HALF32 * f * f
+    logm = f - (hfsq - s * (hfsq + z * _H3(z, _LOG32)))
+    ef = np.float32(e)
+    # llvm.fma: 'reassoc' would factor ef * _LN2_HI32 + ef * _LN2_LO32 into ef * fl(ln2).
+    return _fma(ef, _LN2_HI32, _fma(ef, _LN2_LO32, logm))
+
+
+@numba.njit(**_JIT)
+def _log_f32(x):
+    """log(x) in float32 with numpy's edge cases."""
+    m, e = _log_split_f32(x)
+    res = _log_poly_f32(m - _ONE32, e)
+    res = -_INF32 if x == _ZERO32 else res
+    res = _NAN32 if x < _ZERO32 else res
+    return res if x < _INF32 else x
+
+
+@numba.njit(**_JIT)
+def _log1p_f32(x):
+    """log1p(x): f = (1+x)*2^-e - 1 is formed from x itself, so u = 1+x rounds harmlessly."""
+    u = _ONE32 + x
+    m, e = _log_split_f32(u)
+    # sc = 2^-e: x*sc is exact and sc - 1 too while e <= 24; above that 1 + x == x anyway.
+    small = e < 25
+    sc = _pow2_f32(_isub(_ZERO_I32, e if small else 25))
+    f = _fma(x, sc, sc - _ONE32) if small else m - _ONE32
+    res = _log_poly_f32(f, e)
+    res = x if x == _ZERO32 else res  # keeps -0.0
+    res = res if x > -_ONE32 else (-_INF32 if x == -_ONE32 else _NAN32)
+    return res if x < _INF32 else x
+
+
+@numba.njit(**_JIT)
+def _trig_reduce_f32(x):
+    """Split x = k*pi/2 + r, |r| <= 0.8; returns (r, k) with k as int32."""
+    kf = _rint(x * _2_PI32)
+    # The first FMA is exact (x and k*P1 are multiples of 2^-24 and close); the other two
+    # round once each, far below the ulp of r for |x| < 2^18.
+    r = _fma(-kf, _PIO2_1_32, x)
+    r = _fma(-kf, _PIO2_2_32, r)
+    r = _fma(-kf, _PIO2_3_32, r)
+    return (x if kf == _ZERO32 else r), np.int32(kf)  # keeps sin(-0.0) == -0.0
+
+
+@numba.njit(**_JIT)
+def _sincos_poly_f32(r):
+    """(sin(r), cos(r)) for |r| <= 0.8 in float32."""
+    z = r * r
+    s = r + r * z * _H3(z, _SIN32)
+    s = r if r == _ZERO32 else s
+    c = (_ONE32 - _HALF32 * z) + z * z * _H3(z, _COS32)
+    return s, c
+
+
+@numba.njit(**_JIT)
+def _sin_f32(x):
+    """sin(x) in float32: quadrant q picks +-sin(r) or +-cos(r)."""
+    r, q = _trig_reduce_f32(x)
+    s, c = _sincos_poly_f32(r)
+    res = c if _iand(q, 1) else s
+    return _as_float(_ixor(_as_int(res), _shl(_iand(q, 2), 30)))
+
+
+@numba.njit(**_JIT)
+def _cos_f32(x):
+    """cos(x) = sin(x + pi/2) in float32."""
+    r, q = _trig_reduce_f32(x)
+    s, c = _sincos_poly_f32(r)
+    q = _iadd(q, 1)
+    res = c if _iand(q, 1) else s
+    return _as_float(_ixor(_as_int(res), _shl(_iand(q, 2), 30)))
+
+
+@numba.njit(**_JIT)
+def _tan_f32(x):
+    """tan(x) = t or -1/t in odd quadrants, t = tan(r) from one odd polynomial (float32)."""
+    r, q = _trig_reduce_f32(x)
+    t = r + r * (r * r) * _H7(r * r, _TAN32)
+    t = r if r == _ZERO32 else t
+    return _div(-_ONE32, t) if _iand(q, 1) else t
+
+
+@numba.njit(**_JIT)
+def _tanh_f32(x):
+    """tanh(x): odd polynomial below 0.625, else +-(1 - 2/(exp(2|x|) + 1))."""
+    a = abs(x)
+    z = x * x
+    small = x + x * z * _H6(z, _TANH32)
+    small = x if x == _ZERO32 else small  # keeps -0.0
+    # exp(2b) for b = min(|x|, 9.5): no overflow or underflow handling needed.
+    b = _TANH_HI32 if a > _TANH_HI32 else a
+    r, k = _exp_reduce_f32(b + b)
+    e = _ldexp_f32(_ONE32 + (r + r * r * _H5(r, _EXP32)), k)
+    large = _ONE32 - _div(_TWO32, e + _ONE32)
+    return small if not (a >= _TANH_SMALL32) else _copysign_f32(large, x)  # nan: small
+
+
+@numba.njit(**_JIT)
+def _sigmoid_f32(x):
+    """1 / (1 + exp(-x)) in float32, with exp(-|x|) <= 1."""
+    e = _exp_f32(-abs(x))
+    d = _ONE32 + e
+    lo = _sub_exact(e, _sub_exact(d, _ONE32))  # 1 + e == d + lo exactly (Fast2Sum)
+    pos = x >= _ZERO32
+    # One division, whose result q = num/d is then corrected for lo: num/(d + lo) ~
+    # q - q*lo/d with 1/d == q (x >= 0) or 1 - q (x < 0).  nan: e is nan.
+    q = _div(_ONE32 if pos else e, d)
+    return q - q * (q if pos else _ONE32 - q) * lo
+
+
 # --------------------------------------------------------------------------- registry
 
 
@@ -417,9 +698,21 @@ _F64 = {
     "erf": _erf_f64,
 }
 
+_F32 = {
+    "exp": _exp_f32,
+    "expm1": _expm1_f32,
+    "log": _log_f32,
+    "log1p": _log1p_f32,
+    "sin": _sin_f32,
+    "cos": _cos_f32,
+    "tan": _tan_f32,
+    "tanh": _tanh_f32,
+    "sigmoid": _sigmoid_f32,
+}
+
 VMATH: dict[tuple[str, str], object] = {
     **{(name, "float64"): f for name, f in _F64.items()},
-    **{(name, "float32"): _float32(f) for name, f in _F64.items()},
+    **{(name, "float32"): _F32.get(name) or _float32(f) for name, f in _F64.items()},
     ("pow", "float64"): _pow_f64,
     ("pow", "float32"): _float32_binary(_pow_f64),
 }

@@ -44,6 +44,21 @@ def main() -> None:
 
         print(f"ERFC_{a}_{b} =", fit(g, -1, 1, 14))
 
+    # float32 kernels (coefficients are then rounded to float32): ranges widened a little
+    # for the float32 rounding of k.
+    h32 = half_ln2 + mp.mpf("1e-4")
+    print("EXP32 =", fit(_at0(lambda r: (mp.exp(r) - 1 - r) / r**2, mp.mpf(1) / 2),
+                         -h32, h32, 4))
+    print("LOG32 =", fit(_at0(lambda z: (2 * mp.atanh(mp.sqrt(z)) / mp.sqrt(z) - 2) / z,
+                              mp.mpf(2) / 3), 0, zmax * mp.mpf("1.01"), 2))
+    z08 = mp.mpf("0.8") ** 2
+    print("SIN32 =", fit(_at0(lambda z: (mp.sin(mp.sqrt(z)) / mp.sqrt(z) - 1) / z,
+                              -mp.mpf(1) / 6), 0, z08, 2))
+    print("COS32 =", fit(_at0(lambda z: (mp.cos(mp.sqrt(z)) - 1 + z / 2) / z**2,
+                              mp.mpf(1) / 24), 0, z08, 2))
+    print("TANH32 =", fit(_at0(lambda z: (mp.tanh(mp.sqrt(z)) / mp.sqrt(z) - 1) / z,
+                               -mp.mpf(1) / 3), 0, mp.mpf("0.625") ** 2, 5))
+
 
 if __name__ == "__main__":
     main()

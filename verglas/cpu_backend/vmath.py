@@ -3,8 +3,9 @@
 LLVM's loop vectorizer cannot widen a loop that calls ``math.exp`` & co. (this llvmlite has
 no SVML), so each function here is plain arithmetic, comparisons turned into selects and
 int/float bitcasts.  ``for i in range(n): out[i] = VMATH[("exp", "float64")](x[i])`` compiles
-to packed AVX2/AVX-512 code.  float32 functions evaluate the float64 algorithm and round once:
-(nearly) correctly rounded, but half the SIMD lanes of a native float32 polynomial.
+to packed AVX2/AVX-512 code.  exp, expm1, log, log1p, sin, cos, tanh and sigmoid have native
+float32 kernels (float32 arithmetic and int32 bit tricks: 8 lanes per ymm register, <= 2 ulp);
+tan, softplus, erf and pow in float32 evaluate the float64 algorithm and round once.
 
 Measured by benchmarks/vmath_bench.py on this machine (Xeon Emerald Rapids, 2 cores, AVX-512,
 numba 0.65.1): 1e6 contiguous elements in [-10, 10] (log [1e-3, 1e3], log1p [-0.9, 100],
@@ -15,23 +16,23 @@ in float32 ulp of the exact value, so 0.5 is correctly rounded); numpy ulp: nump
 so those compare against scipy.special (erf, expit) and ``np.logaddexp(x, 0)``::
 
     function dtype    ulp  max rel  numpy ulp   vmath  numpy  math.*  (ms / 1e6)
-    exp      f32     0.50  5.9e-08    2.32       0.98   0.45    3.7
+    exp      f32     1.01  6.0e-08    2.32       0.41   0.41    3.7
     exp      f64     0.96  1.5e-16    0.68       1.37   0.74   10.2
-    expm1    f32     0.50  6.0e-08    2.54       1.16   0.34   20.8
+    expm1    f32     1.60  9.5e-08    2.54       0.58   0.29   20.8
     expm1    f64     1.76  2.4e-16    0.51       1.59   1.19   25.8
-    log      f32     0.50  5.9e-08    3.36       1.20   0.44    5.5
+    log      f32     0.85  5.1e-08    3.36       0.48   0.41    5.5
     log      f64     1.11  1.8e-16    0.60       1.37   0.92    8.7
-    log1p    f32     0.50  6.0e-08    1.81       1.22   0.51   23.7
+    log1p    f32     1.43  8.5e-08    1.81       0.69   0.48   23.7
     log1p    f64     2.51  3.8e-16    0.61       1.49   1.25   24.8
-    sin      f32     0.50  5.9e-08    1.48       0.99   0.55   18.8
+    sin      f32     1.54  9.2e-08    1.48       0.48   0.53   18.8
     sin      f64     2.22  3.0e-16    0.51       1.47  34.5    36.0
-    cos      f32     0.50  5.9e-08    1.46       0.93   0.55   18.7
+    cos      f32     1.54  9.2e-08    1.46       0.45   0.47   18.7
     cos      f64     2.25  3.1e-16    0.51       1.42  33.5    34.3
     tan      f32     0.50  5.9e-08    3.18       1.16   0.47   33.4
     tan      f64     3.85  5.1e-16    0.56       1.50   1.55   41.9
-    tanh     f32     0.50  5.9e-08    1.34       1.65   0.37   34.2
+    tanh     f32     1.31  7.8e-08    1.34       0.58   0.30   34.2
     tanh     f64     2.50  3.5e-16    1.14       2.11   1.57   40.4
-    sigmoid  f32     0.50  5.9e-08    2.17       1.39   3.35    3.8
+    sigmoid  f32     2.13  1.3e-07    2.17       0.51   3.39    3.8
     sigmoid  f64     2.13  3.2e-16    1.89       1.66   9.75    9.9
     softplus f32     0.50  5.9e-08    1.43       2.85  27.7    24.0
     softplus f64     2.80  4.3e-16    1.45       8.59  32.8    22.0
@@ -39,6 +40,16 @@ so those compare against scipy.special (erf, expit) and ``np.logaddexp(x, 0)``::
     erf      f64     3.00  4.1e-16    (ref)      7.45  37.9    34.5
     pow      f32     0.50  5.9e-08    0.99       3.19   0.77    9.7
     pow      f64      337  4.3e-14    0.67       7.97   2.67   24.8
+
+float32 rows of the native kernels: measured in backend-flag loops (nsz/arcp/contract/reassoc)
+against numpy float64 over 8e5-1.2e6 inputs per function, ulp of the float64 value rounded
+to float32 (so max rel is ~ulp * 6e-8); math.* columns are from the older table.  tanh and
+expm1 stay ~2x numpy's AVX-512 (16-lane) loops: LLVM picks 256-bit vectors here.  float32
+sin/cos reduce with x * 2/pi rounded in float32 and pi/2 in three float32 parts applied with
+llvm.fma (first product exact): <= 1.6 ulp for |x| < 2^18 (2.6e5), 2.3 ulp at 1e6, wrong
+beyond ~1e7.  float32 kernels use llvm.fma for the steps 'reassoc' would regroup (1 + small
+term in exp, f kept apart in log, e*ln2_hi + e*ln2_lo), and scale by 2^k through the
+exponent field (a product 2^64 * 2^64 would be folded into inf).
 
 Domains: sin/cos/tan use a Cody-Waite reduction with a 3-part pi/2 (33+33+53 bits), exact
 products for |k| < 2^20, i.e. accurate for |x| < 1.6e6 (tested to 1e5); beyond that the
@@ -130,17 +141,6 @@ def _fma(typingctx, a, b, c):
     return a(a, b, c), codegen
 
 
-@intrinsic
-def _sub_exact(typingctx, a, b):
-    """a - b that no caller flag may reassociate: it carries its own 'contract' flag, and
-    numba's fastmath pass only flags instructions that have none."""
-
-    def codegen(context, builder, sig, args):
-        return builder.fsub(args[0], args[1], flags=("contract",))
-
-    return a(a, b), codegen
-
-
 def _int_op(opname: str):
     """An int32/int64 binary op that keeps the width of its first operand.
 
@@ -159,7 +159,7 @@ def _int_op(opname: str):
     return op
 
 
-_iadd, _isub, _iand, _ior, _ixor = (_int_op(op) for op in ("add", "sub", "and_", "or_", "xor"))
+_iadd, _isub, _iand, _ior, _ixor = map(_int_op, ("add", "sub", "and_", "or_", "xor"))
 _shl, _ashr = _int_op("shl"), _int_op("ashr")
 
 
@@ -215,7 +215,8 @@ _ERFC_C = (0.11630270721024731, -0.029379310747730134, 0.007283322451524611,
            -2.653298776542253e-07, 5.8161804397739546e-08, -1.2425733213297197e-08,
            2.6574843694067957e-09, -6.688244982359302e-10, 1.3910367823589323e-10)  # [3.5, 6]
 
-_H3, _H5, _H6, _H7, _H11, _H12, _H15 = (_make_horner(n) for n in (3, 5, 6, 7, 11, 12, 15))
+_H3, _H5, _H6, _H7 = (_make_horner(n) for n in (3, 5, 6, 7))
+_H11, _H12, _H15 = (_make_horner(n) for n in (11, 12, 15))
 
 _INF = math.inf
 _NAN = math.nan
@@ -442,10 +443,6 @@ _LOG32 = tuple(map(_f, (0.6666668653488159, 0.39988550543785095, 0.2959031760692
 # x * 2/pi rounds in float32.
 _SIN32 = tuple(map(_f, (-0.166666641831398, 0.00833270326256752, -0.0001957844360731542)))
 _COS32 = tuple(map(_f, (0.0416666641831398, -0.0013888258254155517, 2.4538474463042803e-05)))
-# tan(r) = r + r*z*TAN32(z), z = r^2, |r| <= 0.8 (1.4e-8 on a term scaled by 0.52).
-_TAN32 = tuple(map(_f, (0.3333333432674408, 0.1333319991827011, 0.054001059383153915,
-                        0.021570172160863876, 0.01013751421123743, 0.0009103539632633328,
-                        0.004003292880952358)))
 # tanh(x) = x + x*z*TANH32(z), z = x^2, |x| <= 0.625 (1.3e-8 on a term scaled by 0.24).
 _TANH32 = tuple(map(_f, (-0.3333333432674408, 0.13333304226398468, -0.053959257900714874,
                          0.02176891826093197, -0.008343945257365704, 0.002292744815349579)))
@@ -511,7 +508,8 @@ def _exp_f32(x):
     x = _EXP_HI32 if x > _EXP_HI32 else x  # NaN passes through
     x = _EXP_LO32 if x < _EXP_LO32 else x
     r, k = _exp_reduce_f32(x)
-    p = _ONE32 + (r + r * r * _H5(r, _EXP32))
+    # llvm.fma keeps 'reassoc' from rounding 1 + r before the small term is added.
+    p = _ONE32 + _fma(r * r, _H5(r, _EXP32), r)
     # p * 2^k by adding k to p's exponent field: a product of two scale factors would be
     # regrouped by 'reassoc' into p * (2^64 * 2^64) = inf.  Subnormal results take one
     # float product by 2^-64, so they are rounded once.
@@ -554,7 +552,7 @@ def _log_poly_f32(f, e):
     s = _div(f, _TWO32 + f)
     z = s * s
     hfsq = _HALF32 * f * f
-    logm = f - (hfsq - s * (hfsq + z * _H3(z, _LOG32)))
+    logm = f - _fma(-s, hfsq + z * _H3(z, _LOG32), hfsq)  # fma: f stays apart
     ef = np.float32(e)
     # llvm.fma: 'reassoc' would factor ef * _LN2_HI32 + ef * _LN2_LO32 into ef * fl(ln2).
     return _fma(ef, _LN2_HI32, _fma(ef, _LN2_LO32, logm))
@@ -603,7 +601,7 @@ def _sincos_poly_f32(r):
     z = r * r
     s = r + r * z * _H3(z, _SIN32)
     s = r if r == _ZERO32 else s
-    c = (_ONE32 - _HALF32 * z) + z * z * _H3(z, _COS32)
+    c = _fma(z * z, _H3(z, _COS32), _ONE32 - _HALF32 * z)
     return s, c
 
 
@@ -627,15 +625,6 @@ def _cos_f32(x):
 
 
 @numba.njit(**_JIT)
-def _tan_f32(x):
-    """tan(x) = t or -1/t in odd quadrants, t = tan(r) from one odd polynomial (float32)."""
-    r, q = _trig_reduce_f32(x)
-    t = r + r * (r * r) * _H7(r * r, _TAN32)
-    t = r if r == _ZERO32 else t
-    return _div(-_ONE32, t) if _iand(q, 1) else t
-
-
-@numba.njit(**_JIT)
 def _tanh_f32(x):
     """tanh(x): odd polynomial below 0.625, else +-(1 - 2/(exp(2|x|) + 1))."""
     a = abs(x)
@@ -645,7 +634,7 @@ def _tanh_f32(x):
     # exp(2b) for b = min(|x|, 9.5): no overflow or underflow handling needed.
     b = _TANH_HI32 if a > _TANH_HI32 else a
     r, k = _exp_reduce_f32(b + b)
-    e = _ldexp_f32(_ONE32 + (r + r * r * _H5(r, _EXP32)), k)
+    e = _ldexp_f32(_ONE32 + _fma(r * r, _H5(r, _EXP32), r), k)
     large = _ONE32 - _div(_TWO32, e + _ONE32)
     return small if not (a >= _TANH_SMALL32) else _copysign_f32(large, x)  # nan: small
 
@@ -654,13 +643,8 @@ def _tanh_f32(x):
 def _sigmoid_f32(x):
     """1 / (1 + exp(-x)) in float32, with exp(-|x|) <= 1."""
     e = _exp_f32(-abs(x))
-    d = _ONE32 + e
-    lo = _sub_exact(e, _sub_exact(d, _ONE32))  # 1 + e == d + lo exactly (Fast2Sum)
-    pos = x >= _ZERO32
-    # One division, whose result q = num/d is then corrected for lo: num/(d + lo) ~
-    # q - q*lo/d with 1/d == q (x >= 0) or 1 - q (x < 0).  nan: e is nan.
-    q = _div(_ONE32 if pos else e, d)
-    return q - q * (q if pos else _ONE32 - q) * lo
+    # One division (not e * (1/(1+e))): the error of e is damped by 1/(1+e).  nan: e is nan.
+    return _div(_ONE32 if x >= _ZERO32 else e, _ONE32 + e)
 
 
 # --------------------------------------------------------------------------- registry
@@ -705,13 +689,14 @@ _F32 = {
     "log1p": _log1p_f32,
     "sin": _sin_f32,
     "cos": _cos_f32,
-    "tan": _tan_f32,
     "tanh": _tanh_f32,
     "sigmoid": _sigmoid_f32,
 }
 
 VMATH: dict[tuple[str, str], object] = {
     **{(name, "float64"): f for name, f in _F64.items()},
+    # tan, softplus, erf: the float64 kernel rounded once (a float32 tan(r) or sin/cos ratio
+    # costs 2.5-3 ulp).
     **{(name, "float32"): _F32.get(name) or _float32(f) for name, f in _F64.items()},
     ("pow", "float64"): _pow_f64,
     ("pow", "float32"): _float32_binary(_pow_f64),

@@ -313,6 +313,34 @@ def _emit_elemwise_proven(op, ctx, arrays, scalars, modes, dims=None) -> None:
     ctx.em.depth -= ndim
 
 
+def _emit_broadcast_copy(ctx, name, v, target, dtype, ndim, contiguous) -> None:
+    """`v` = `name` broadcast to the shape tuple `target` (already checked compatible): the
+    array itself when it has that shape and is C-contiguous, else a copy made by plain loops.
+
+    (np.broadcast_to would redo the checks, and its error path makes numba compile its whole
+    string-formatting machinery: seconds of compile time for a message we never need.)
+    """
+    same = ctx.fresh("same")
+    ctx.line(f"{same} = {name}.shape == {target}" if contiguous else f"{same} = False")
+    src = name if contiguous else f"np.empty({target}, {np_dtype(dtype)})"
+    ctx.line(f"{v} = {name} if {same} else np.empty({target}, {np_dtype(dtype)})"
+             if contiguous else f"{v} = {src}")
+    ctx.line(f"if not {same}:")
+    with ctx.indent():
+        steps = []
+        for a in range(ndim):
+            step = ctx.fresh("s")
+            ctx.line(f"{step} = 0 if {name}.shape[{a}] == 1 else 1")
+            steps.append(step)
+        loop = [ctx.fresh("i") for _ in range(ndim)]
+        for a in range(ndim):
+            ctx.line(f"for {loop[a]} in range({v}.shape[{a}]):")
+            ctx.em.depth += 1
+        idx = ", ".join(f"{lv} * {st}" for lv, st in zip(loop, steps))
+        ctx.line(f"{v}[{', '.join(loop)}] = {name}[{idx}]")
+        ctx.em.depth -= ndim
+
+
 def _emit_elemwise_generic(op, ctx, arrays, scalars) -> None:
     """Broadcasting decided at run time: check the shapes, then bring every input whose shape
     is not provably right to its broadcast target (a no-op when it already has it, as in the
@@ -356,11 +384,8 @@ def _emit_elemwise_generic(op, ctx, arrays, scalars) -> None:
         target = "(" + "".join("1, " if static[a] == 1 else f"{dims[a]}, "
                                for a in range(ndim)) + ")"
         v = ctx.fresh("v")
-        copy = f"np.ascontiguousarray(np.broadcast_to({name}, {target}))"
-        if ctx.is_contiguous(i):
-            ctx.line(f"{v} = {name} if {name}.shape == {target} else {copy}")
-        else:
-            ctx.line(f"{v} = {copy}")
+        _emit_broadcast_copy(ctx, name, v, target, node.inputs[i].dtype, ndim,
+                             ctx.is_contiguous(i))
         modes[i] = ["bcast" if static[a] == 1 else "full" for a in range(ndim)]
         fixed.append((i, v))
     _emit_elemwise_proven(op, ctx, fixed, scalars, modes, dims)

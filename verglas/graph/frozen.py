@@ -91,15 +91,27 @@ def intern_node(op, inputs: tuple, output_types: tuple, position: int | None = N
         outputs = tuple([(t.variable_class or Variable)(t, node, i, None)
                          for i, t in enumerate(output_types)])
     _set_outputs(node, outputs)
-    _NODES[key] = weakref.ref(node, _remover(_NODES, key))
+    _NODES[key] = _KeyedRef(node, _drop_node, key)
     return node
 
 
-def _remover(table, key):
-    def remove(ref):
-        if table.get(key) is ref:
-            del table[key]
-    return remove
+class _KeyedRef(weakref.ref):
+    """A weak reference that remembers its table key (one shared callback, no closure)."""
+
+    __slots__ = ("key",)
+
+    def __new__(cls, obj, callback, key):
+        self = super().__new__(cls, obj, callback)
+        self.key = key
+        return self
+
+    def __init__(self, obj, callback, key):
+        super().__init__(obj, callback)
+
+
+def _drop_node(ref):
+    if _NODES.get(ref.key) is ref:
+        del _NODES[ref.key]
 
 
 def nominal_input(position: int, type):

@@ -96,7 +96,7 @@ class Function:
         self.cache_key = cache_key
         self._build()
 
-    def _build(self):
+    def _build(self, program=None):
         from verglas.reference import ReferenceRunner
 
         self._specs = [(np.dtype(v.type.dtype), v.type.ndim,
@@ -110,7 +110,8 @@ class Function:
             return
         from verglas.schedule import lower
 
-        self.program = lower(self.graph, tuple(self.input_names))
+        self.program = program if program is not None else lower(self.graph,
+                                                                  tuple(self.input_names))
         if self.device == "cpu":
             from verglas.cpu_backend.runtime import build_runner
 
@@ -181,13 +182,16 @@ class Function:
 
     # -- pickling: the optimized graph travels; nothing is rewritten again -----------------------
     def __getstate__(self):
+        # the optimized graph and its scheduled Program travel: nothing is rewritten or
+        # lowered again on the other side, only the backend's code is rebuilt (or loaded)
         return {"graph": self.graph, "input_names": self.input_names, "single": self.single,
                 "device": self.device, "mode": self.mode if isinstance(self.mode, str) else
-                "fast_run", "cache_key": self.cache_key}
+                "fast_run", "cache_key": self.cache_key, "program": self.program}
 
     def __setstate__(self, state):
+        program = state.pop("program", None)
         self.__dict__.update(state)
-        self._build()
+        self._build(program)
 
 
 def _fast_call(function: Function):

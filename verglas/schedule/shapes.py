@@ -76,6 +76,12 @@ class ShapeTable:
         self._value_free = _shape_only(self.graph, Shape, ShapeI)
         self._runner = None
 
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_runner"] = None  # rebuilt on first use
+        state.pop("_wanted", None)
+        return state
+
     def dims_of(self, index: int) -> tuple:
         """Symbolic dims of variable number `index`."""
         return self.dims[self._offsets[index]:self._offsets[index + 1]]

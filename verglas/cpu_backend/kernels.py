@@ -313,32 +313,47 @@ def _emit_elemwise_proven(op, ctx, arrays, scalars, modes, dims=None) -> None:
     ctx.em.depth -= ndim
 
 
+@register_helper
+@numba.njit(cache=False, error_model="numpy")
+def _broadcast_into(x, out):
+    """out[...] = x broadcast (shapes already checked); the rare run-time broadcasting case."""
+    xc = np.ascontiguousarray(x)
+    xv = xc.reshape(xc.size)
+    n = out.size
+    ov = out.reshape(n)
+    for flat in range(n):
+        rem = flat
+        off = 0
+        stride = 1
+        for a in range(out.ndim - 1, -1, -1):
+            i = rem % out.shape[a]
+            rem //= out.shape[a]
+            if x.shape[a] != 1:
+                off += i * stride
+            stride *= x.shape[a]
+        ov[flat] = xv[off]
+
+
 def _emit_broadcast_copy(ctx, name, v, target, dtype, ndim, contiguous) -> None:
     """`v` = `name` broadcast to the shape tuple `target` (already checked compatible): the
-    array itself when it has that shape and is C-contiguous, else a copy made by plain loops.
+    array itself when it has that shape and is C-contiguous, else a copy by a jitted helper.
 
     (np.broadcast_to would redo the checks, and its error path makes numba compile its whole
-    string-formatting machinery: seconds of compile time for a message we never need.)
+    string-formatting machinery: seconds of compile time for a message we never need. Inline
+    copy loops would cost compile time in every program for a case that rarely runs.)
     """
-    same = ctx.fresh("same")
-    ctx.line(f"{same} = {name}.shape == {target}" if contiguous else f"{same} = False")
-    src = name if contiguous else f"np.empty({target}, {np_dtype(dtype)})"
-    ctx.line(f"{v} = {name} if {same} else np.empty({target}, {np_dtype(dtype)})"
-             if contiguous else f"{v} = {src}")
-    ctx.line(f"if not {same}:")
-    with ctx.indent():
-        steps = []
-        for a in range(ndim):
-            step = ctx.fresh("s")
-            ctx.line(f"{step} = 0 if {name}.shape[{a}] == 1 else 1")
-            steps.append(step)
-        loop = [ctx.fresh("i") for _ in range(ndim)]
-        for a in range(ndim):
-            ctx.line(f"for {loop[a]} in range({v}.shape[{a}]):")
-            ctx.em.depth += 1
-        idx = ", ".join(f"{lv} * {st}" for lv, st in zip(loop, steps))
-        ctx.line(f"{v}[{', '.join(loop)}] = {name}[{idx}]")
-        ctx.em.depth -= ndim
+    fn = ctx.helper("broadcast_into", _broadcast_into)
+    empty = f"np.empty({target}, {np_dtype(dtype)})"
+    if contiguous:
+        same = ctx.fresh("same")
+        ctx.line(f"{same} = {name}.shape == {target}")
+        ctx.line(f"{v} = {name} if {same} else {empty}")
+        ctx.line(f"if not {same}:")
+        with ctx.indent():
+            ctx.line(f"{fn}({name}, {v})")
+    else:
+        ctx.line(f"{v} = {empty}")
+        ctx.line(f"{fn}({name}, {v})")
 
 
 def _emit_elemwise_generic(op, ctx, arrays, scalars) -> None:
@@ -494,11 +509,15 @@ def _emit_sum_to_shape(op, ctx) -> None:
     fn = ctx.helper("sum_to_shape", _sum_to_shape)
     if ctx.is_contiguous(0) and ndim:
         # nothing was broadcast (the usual case): a vectorized copy
-        n = ctx.fresh("n")
+        n, k, fo, fg = ctx.fresh("n"), ctx.fresh("k"), ctx.fresh("fo"), ctx.fresh("fg")
         ctx.line(f"if {g}.shape == {shape}:")
-        with ctx.indent():
+        with ctx.indent():  # a loop, not `a[:] = b`: its size check's message costs seconds
             ctx.line(f"{n} = {g}.size")
-            ctx.line(f"{out}.reshape({n})[:] = {g}.reshape({n})")
+            ctx.line(f"{fo} = {out}.reshape({n})")
+            ctx.line(f"{fg} = {g}.reshape({n})")
+            ctx.line(f"for {k} in range({n}):")
+            with ctx.indent():
+                ctx.line(f"{fo}[{k}] = {fg}[{k}]")
         ctx.line("else:")
         with ctx.indent():
             ctx.line(f"{fn}({g}, {shp}, {out})")

@@ -81,6 +81,8 @@ class ProgramSource:
         self.functions: list[str] = []  # extra top-level functions (sub-programs)
         self._constants: dict = {}
         self.inline_calls = True  # inline jitted scalar functions (see kernels.INLINE_CALL_LIMIT)
+        self.shared_ops: dict = {}  # elementwise ops used twice or more: one kernel function
+        self.shared_kernels: dict = {}  # (op, broadcasting, layout) -> kernel function name
         self.jit_names: list[str] = []  # names of those functions, callees first
         self.sub_functions: dict[int, str] = {}  # id(sub-program) -> its function's name
 
@@ -97,6 +99,7 @@ class ProgramSource:
         child.sub_functions = self.sub_functions
         child._constants = self._constants
         child.inline_calls = self.inline_calls
+        child.shared_kernels = self.shared_kernels
         return child
 
     def constant(self, value) -> str:
@@ -217,8 +220,14 @@ def generate(program, name: str = "program", parent: ProgramSource | None = None
     from verglas.cpu_backend.kernels import INLINE_CALL_LIMIT, count_calls, emit
 
     src = ProgramSource(name) if parent is None else parent.child(name)
+    from collections import Counter
+
+    from verglas.ops.elemwise import Elemwise
+
+    src.shared_ops = {op: n for op, n in Counter(
+        s.node.op for s in program.steps if isinstance(s.node.op, Elemwise)).items() if n >= 2}
     if parent is None:
-        src.inline_calls = count_calls(program) <= INLINE_CALL_LIMIT
+        src.inline_calls = count_calls(program, src.shared_ops) <= INLINE_CALL_LIMIT
     em = src.emitter
     names = _Names(em)
     contiguous: dict[int, bool] = {}

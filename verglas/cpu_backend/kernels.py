@@ -56,11 +56,12 @@ def emit(op, ctx) -> None:
 _EXACT_ONLY = frozenset({"pow"})
 
 
-# Above this many calls of jitted scalar functions in one program, they are called rather than
-# inlined: numba copies an inlined function's IR into every call site and its passes grow
-# superlinearly with function size (500 inlined sin calls: minutes), while a call blocks SIMD
-# vectorization of its loop (tanh float32: 1.2 ms instead of 0.19 ms per 131k elements).
-INLINE_CALL_LIMIT = 48
+# Above this many calls of jitted scalar functions in one generated function, they are called
+# rather than inlined: numba copies an inlined function's IR into every call site and its passes
+# grow superlinearly with function size (29 inlined sin calls in one loop: 8 s to compile; 500:
+# minutes), while a call blocks SIMD vectorization of its loop (tanh float32: 1.2 ms instead of
+# 0.19 ms per 131k elements). The benchmark programs have at most 4 calls per function.
+INLINE_CALL_LIMIT = 8
 
 
 @functools.lru_cache(maxsize=None)
@@ -120,21 +121,28 @@ def _substitute(expr: str, args: list[str]) -> str:
     return re.sub(r"\b[xyz]\b", lambda m: f"({names[m.group(0)]})", expr)
 
 
-def count_calls(program) -> int:
-    """How many jitted scalar-function calls the program's elementwise loops will contain."""
+def count_calls_of(scalar_op, node) -> int:
+    """How many jitted scalar-function calls one loop computing `scalar_op` contains."""
+    inner = getattr(scalar_op, "fgraph", None)
+    nodes = inner.toposort() if inner is not None else [node]
+    count = 0
+    for n in nodes:
+        sop = n.op.scalar_op if isinstance(n.op, Elemwise) else n.op
+        dtype = n.outputs[0].type.dtype
+        if _vmath(sop.name, dtype) is not None or (
+                sop.impl_expr is None and not isinstance(sop, s.Cast)):
+            count += 1
+    return count
+
+
+def count_calls(program, shared=()) -> int:
+    """How many jitted scalar-function calls the program's own elementwise loops will contain
+    (the ops in `shared` get kernel functions of their own)."""
     count = 0
     for step in program.steps:
         op = step.node.op
-        if not isinstance(op, Elemwise):
-            continue
-        inner = getattr(op.scalar_op, "fgraph", None)
-        nodes = inner.toposort() if inner is not None else [step.node]
-        for node in nodes:
-            sop = node.op.scalar_op if isinstance(node.op, Elemwise) else node.op
-            dtype = node.outputs[0].type.dtype
-            if _vmath(sop.name, dtype) is not None or (
-                    sop.impl_expr is None and not isinstance(sop, s.Cast)):
-                count += 1
+        if isinstance(op, Elemwise) and op not in shared:
+            count += count_calls_of(op.scalar_op, step.node)
     return count
 
 
@@ -224,9 +232,83 @@ def _emit_elemwise(op, ctx) -> None:
             arrays.append((i, ctx.inp(i)))
     modes = _broadcast_modes(ctx, arrays)
     if all(m != "unknown" for mode in modes.values() for m in mode):
-        _emit_elemwise_proven(op, ctx, arrays, scalars, modes)
+        if ctx.src.shared_ops.get(op, 0) >= 2 and node.outputs[0].ndim:
+            _emit_elemwise_shared(op, ctx, arrays, scalars, modes)
+        else:
+            _emit_elemwise_proven(op, ctx, arrays, scalars, modes)
     else:
         _emit_elemwise_generic(op, ctx, arrays, scalars)
+
+
+class _KernelContext:
+    """What `_emit_elemwise_proven` needs, for the body of a shared kernel function: its
+    arrays, scalars and outputs are the function's parameters."""
+
+    def __init__(self, src, parent, contiguous):
+        self.src, self.em = src, src.emitter
+        self.node, self.op, self.step = parent.node, parent.op, parent.step
+        self.program = parent.program
+        self._contiguous = contiguous
+
+    def alloc(self, j, shape_expr):
+        return f"o{j}"
+
+    def inp(self, i):
+        return f"p{i}"
+
+    def is_contiguous(self, i):
+        return self._contiguous[i]
+
+    def line(self, text):
+        self.em.line(text)
+
+    def fresh(self, prefix):
+        return self.em.fresh(prefix)
+
+    def indent(self):
+        return self.em.indent()
+
+    def helper(self, prefix, fn):
+        return self.src.add_global(prefix, fn)
+
+
+def _emit_elemwise_shared(op, ctx, arrays, scalars, modes) -> None:
+    """A call of one jitted kernel function per distinct (op, broadcasting, layout): an op
+    used many times (see rewrite/kernel_sharing.py) is compiled once."""
+    node = ctx.node
+    ndim = node.outputs[0].ndim
+    out_static = node.outputs[0].type.shape
+    dims = []
+    for axis in range(ndim):
+        if out_static[axis] is not None:
+            dims.append(str(out_static[axis]))
+        else:
+            src = next(name for i, name in arrays if modes[i][axis] == "full")
+            dims.append(f"{src}.shape[{axis}]")
+    shape = "(" + "".join(f"{d}, " for d in dims) + ")"
+    outs = [ctx.alloc(j, shape) for j in range(len(node.outputs))]
+    contiguous = {i: ctx.is_contiguous(i) for i, _ in arrays}
+    key = (op, tuple((i, tuple(modes[i]), contiguous[i]) for i, _ in arrays),
+           tuple(sorted(scalars)))
+    name = ctx.src.shared_kernels.get(key)
+    if name is None:
+        name = ctx.src.emitter.fresh("kern")
+        ctx.src.shared_kernels[key] = name
+        kern = ctx.src.child(name)
+        kern.inline_calls = count_calls_of(op.scalar_op, node) <= INLINE_CALL_LIMIT
+        kctx = _KernelContext(kern, ctx, contiguous)
+        kdims = [str(out_static[a]) if out_static[a] is not None else f"o0.shape[{a}]"
+                 for a in range(ndim)]
+        _emit_elemwise_proven(op, kctx, [(i, f"p{i}") for i, _ in arrays],
+                              {i: f"s{i}" for i in scalars}, modes, kdims)
+        params = [f"p{i}" for i, _ in arrays] + [f"s{i}" for i in sorted(scalars)] + \
+            [f"o{j}" for j in range(len(node.outputs))]
+        kern.emitter.line("return")
+        ctx.src.functions.append("\n".join([f"def {name}({', '.join(params)}):"]
+                                           + kern.emitter.lines))
+        ctx.src.jit_names.append(name)
+    args = [n for _, n in arrays] + [scalars[i] for i in sorted(scalars)] + outs
+    ctx.line(f"{name}({', '.join(args)})")
 
 
 def _broadcast_modes(ctx, arrays) -> dict:

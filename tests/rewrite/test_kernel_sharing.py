@@ -1,0 +1,50 @@
+"""Composites that differ only in their constants become one op (rewrite/kernel_sharing.py)."""
+
+import numpy as np
+
+import verglas as vg
+from verglas.graph import FunctionGraph
+from verglas.ops.composite import Composite
+from verglas.ops.elemwise import Elemwise
+from verglas.reference import ReferenceRunner
+from verglas.rewrite import rewrite_graph
+
+
+def _composites(fgraph):
+    return [n.op for n in fgraph.toposort()
+            if isinstance(n.op, Elemwise) and isinstance(n.op.scalar_op, Composite)]
+
+
+def test_composites_differing_in_constants_become_one_op():
+    x, y = vg.tensor("x", shape=(None,)), vg.tensor("y", shape=(None,))
+    outs = [vg.exp(vg.sin(x + 1.0) * 2.0), vg.exp(vg.sin(y + 3.0) * 5.0)]
+    fg = FunctionGraph([x, y], outs, clone=True)
+    rewrite_graph(fg, "fast_run")
+    ops = _composites(fg)
+    assert len(ops) == 2 and ops[0] == ops[1]  # one op: the constants are inputs now
+    g = fg.freeze()
+    xv, yv = np.random.rand(5), np.random.rand(5)
+    got = ReferenceRunner(g)([xv, yv])
+    np.testing.assert_allclose(got[0], np.exp(np.sin(xv + 1.0) * 2.0))
+    np.testing.assert_allclose(got[1], np.exp(np.sin(yv + 3.0) * 5.0))
+
+
+def test_a_lone_composite_keeps_its_constants():
+    x = vg.tensor("x", shape=(None,))
+    fg = FunctionGraph([x], [vg.exp(vg.sin(x + 1.0) * 2.0)], clone=True)
+    rewrite_graph(fg, "fast_run")
+    (op,) = _composites(fg)
+    assert len(op.scalar_op.fgraph.inputs) == 1  # constants still folded into the code
+
+
+def test_shared_kernel_compiled_once_on_cpu():
+    x = vg.tensor("x", shape=(None,))
+    a = [vg.scalar(f"a{i}") for i in range(40)]
+    y = sum(a[i] * vg.sin(x + i) for i in range(40))
+    f = vg.compile([x, *a], y)
+    src = f._runner.source
+    names = [line.split("(")[0][4:] for line in src.splitlines() if line.startswith("def kern")]
+    assert names and any(src.count(f"{n}(") > 2 for n in names)  # defined once, called often
+    xv = np.random.rand(7)
+    av = [np.float64(i % 5) for i in range(40)]
+    np.testing.assert_allclose(f(xv, *av), sum(av[i] * np.sin(xv + i) for i in range(40)))

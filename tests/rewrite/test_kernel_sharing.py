@@ -39,12 +39,12 @@ def test_a_lone_composite_keeps_its_constants():
 
 def test_shared_kernel_compiled_once_on_cpu():
     x = vg.tensor("x", shape=(None,))
-    a = [vg.scalar(f"a{i}") for i in range(40)]
-    y = sum(a[i] * vg.sin(x + i) for i in range(40))
+    a = [vg.scalar(f"a{i}") for i in range(100)]
+    y = sum(a[i] * vg.sin(x + i) for i in range(100))
     f = vg.compile([x, *a], y)
     src = f._runner.source
     names = [line.split("(")[0][4:] for line in src.splitlines() if line.startswith("def kern")]
     assert names and any(src.count(f"{n}(") > 2 for n in names)  # defined once, called often
     xv = np.random.rand(7)
-    av = [np.float64(i % 5) for i in range(40)]
-    np.testing.assert_allclose(f(xv, *av), sum(av[i] * np.sin(xv + i) for i in range(40)))
+    av = [np.float64(i % 5) for i in range(100)]
+    np.testing.assert_allclose(f(xv, *av), sum(av[i] * np.sin(xv + i) for i in range(100)))

@@ -2,6 +2,7 @@
 
 __version__ = "0.1.0"
 
+import verglas.cpu_backend.runtime  # noqa: F401  (numba's CPU target, set up at import)
 from verglas.function import Function, asnumpy, compile
 from verglas.grad import grad, verify_grad
 from verglas.graph.printing import dprint

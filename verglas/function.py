@@ -49,11 +49,14 @@ def compile(inputs, outputs, device: str = "cpu", mode: str = "fast_run") -> Fun
                                                         sorted(mode.exclude)))
     key = cache.cache_key(freeze(inputs, outputs).fingerprint(), mode_key, device)
     entry = cache.entry_dir(device, key) / "function.pkl"
-    graph = cache.load_pickle(entry)  # a second process skips the rewrites
-    if not isinstance(graph, FrozenFunctionGraph):
-        graph = _optimize(inputs, outputs, mode)
-        cache.store_pickle(entry, graph)
-    return Function(graph, names, single, device, mode, key)
+    cached = cache.load_pickle(entry)  # a second process skips the rewrites and the scheduling
+    if isinstance(cached, dict) and isinstance(cached.get("graph"), FrozenFunctionGraph):
+        function = Function(cached["graph"], names, single, device, mode, key,
+                            program=cached.get("program"))
+    else:
+        function = Function(_optimize(inputs, outputs, mode), names, single, device, mode, key)
+        cache.store_pickle(entry, {"graph": function.graph, "program": function.program})
+    return function
 
 
 def _check_inputs(inputs) -> list:
@@ -87,14 +90,14 @@ class Function:
     """A compiled program: call it with arrays; `graph` is the optimized frozen graph."""
 
     def __init__(self, graph: FrozenFunctionGraph, input_names, single: bool, device: str,
-                 mode, cache_key: str | None = None):
+                 mode, cache_key: str | None = None, program=None):
         self.graph = graph
         self.input_names = list(input_names)
         self.single = single
         self.device = device
         self.mode = mode
         self.cache_key = cache_key
-        self._build()
+        self._build(program)
 
     def _build(self, program=None):
         from verglas.reference import ReferenceRunner
@@ -110,8 +113,11 @@ class Function:
             return
         from verglas.schedule import lower
 
-        self.program = program if program is not None else lower(self.graph,
-                                                                  tuple(self.input_names))
+        if program is not None and program.graph is self.graph:
+            program.rename_inputs(self.input_names)  # a cached Program: this caller's names
+            self.program = program
+        else:
+            self.program = lower(self.graph, tuple(self.input_names))
         if self.device == "cpu":
             from verglas.cpu_backend.runtime import build_runner
 

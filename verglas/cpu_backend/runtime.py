@@ -34,7 +34,15 @@ def _module_text(src) -> str:
 
 
 def build_runner(program, key: str | None = None):
-    """A CPURunner for `program`; with a cache `key`, its code is stored and reused on disk."""
+    """A CPURunner for `program`; with a cache `key`, its code is stored and reused on disk.
+
+    The key covers the graph and verglas's own source, so a stored entry's source is exactly
+    what generating again would give: a warm start loads it instead.
+    """
+    if key is not None:
+        runner = _load_runner(program, key)
+        if runner is not None:
+            return runner
     src = generate(program)
     text = _module_text(src)
     if key is None:
@@ -54,8 +62,29 @@ def build_runner(program, key: str | None = None):
         module = _import_module(path, key)
         module.__dict__.update(_resolve_globals(pickle.loads(globals_path.read_bytes())))
         _jit_functions(module.__dict__, src.jit_names, dict(cache=True, **JIT_OPTIONS))
+        cache.store_pickle(directory / "runner.pkl", {
+            "name": src.name, "jit_names": list(src.jit_names),
+            "arg_constants": list(src.arg_constants), "packing": list(src.packing)})
     jitted = numba.njit(cache=True, **JIT_OPTIONS)(getattr(module, src.name))
     return CPURunner(program, jitted, src.arg_constants, text, src.packing)
+
+
+def _load_runner(program, key: str):
+    """The runner of a stored entry (source, globals and layout on disk), or None."""
+    directory = cache.entry_dir("cpu", key)
+    meta = cache.load_pickle(directory / "runner.pkl")
+    path = directory / "program.py"
+    if not isinstance(meta, dict) or not path.exists():
+        return None
+    globals_spec = cache.load_pickle(directory / "globals.pkl")
+    if not isinstance(globals_spec, dict):
+        return None
+    with _lock:
+        module = _import_module(path, key)
+        module.__dict__.update(_resolve_globals(globals_spec))
+        _jit_functions(module.__dict__, meta["jit_names"], dict(cache=True, **JIT_OPTIONS))
+    jitted = numba.njit(cache=True, **JIT_OPTIONS)(getattr(module, meta["name"]))
+    return CPURunner(program, jitted, meta["arg_constants"], path.read_text(), meta["packing"])
 
 
 def _jit_functions(namespace: dict, names, options: dict) -> None:

@@ -330,6 +330,14 @@ class FrozenFunctionGraph:
         """A digest of the structure that is the same in every process, for disk caches."""
         if self._fingerprint is None:
             index: dict = {v: i for i, v in enumerate(self.inputs)}
+            keys: dict = {}  # op or type -> its repr'd stable key: big graphs repeat a few ops
+
+            def key_of(obj, make):
+                k = keys.get(obj)
+                if k is None:
+                    k = keys[obj] = repr(make(obj))
+                return k
+
             h = hashlib.sha256()
             h.update(repr(("inputs", [stable_key(v.type) for v in self.inputs])).encode())
             for node in self._nodes:
@@ -338,10 +346,10 @@ class FrozenFunctionGraph:
                     if var in index:
                         refs.append(index[var])
                     else:  # constants
-                        refs.append(("c", stable_key(var.type),
+                        refs.append(("c", key_of(var.type, stable_key),
                                      hashlib.sha256(var.data.tobytes()).hexdigest()))
-                h.update(repr((node.op.fingerprint_key(), refs,
-                               [stable_key(o.type) for o in node.outputs],
+                h.update(repr((key_of(node.op, lambda op: op.fingerprint_key()), refs,
+                               [key_of(o.type, stable_key) for o in node.outputs],
                                node.position)).encode())
                 for out in node.outputs:
                     index[out] = len(index)

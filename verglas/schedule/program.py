@@ -58,6 +58,11 @@ class Program:
     slot_specs: tuple[tuple[str, object], ...] = ()  # per slot: (dtype, size variable)
     input_names: tuple[str, ...] = field(default=())
 
+    def rename_inputs(self, names) -> None:
+        """Use `names` for the inputs when printing (a Program loaded from a cache)."""
+        self.input_names = tuple(names)
+        self.shapes.input_names = tuple(names)
+
     def buffer_of(self, var) -> Buffer:
         return self.buffers[self._index[var]]
 

@@ -1,7 +1,9 @@
 """A compiled CPU Function as users hold it: thread safety, pickling without re-running the
 rewrites, run-time errors as Python exceptions."""
 
+import os
 import pickle
+import subprocess
 import sys
 import threading
 
@@ -84,3 +86,25 @@ def test_inputs_never_modified_by_inplace_program():
     a = np.arange(5.0)
     np.testing.assert_allclose(fast(a), ref(a))
     np.testing.assert_array_equal(a, np.arange(5.0))
+
+
+_WARM_SCRIPT = """
+import numpy as np, verglas as vg
+x = vg.tensor("x", shape=(None, None), dtype="float32")
+f = vg.compile([x], [vg.softmax(x), vg.max(x, axis=0), vg.sum(x * 2.0, axis=1)])
+xv = np.random.default_rng(0).standard_normal((6, 5)).astype("float32")
+ref = vg.compile([x], [vg.softmax(x), vg.max(x, axis=0), vg.sum(x * 2.0, axis=1)],
+                 mode="reference")
+assert all(np.allclose(a, b, rtol=1e-5) for a, b in zip(f(xv), ref(xv)))
+print("ok")
+"""
+
+
+def test_a_second_process_loads_the_cached_program(tmp_path):
+    # every jitted helper a generated program refers to must be found again by name
+    env = dict(os.environ, VERGLAS_CACHE_DIR=str(tmp_path))
+    for _ in range(2):
+        out = subprocess.run([sys.executable, "-c", _WARM_SCRIPT], env=env, text=True,
+                             capture_output=True, timeout=300)
+        assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+    assert list(tmp_path.rglob("runner.pkl"))  # the second run came from the cache

@@ -613,4 +613,5 @@ from verglas.cpu_backend import (  # noqa: E402, F401
     index_kernels,
     inner_kernels,
     reduce_kernels,
+    rowfusion,
 )

@@ -10,8 +10,11 @@ interned, so this is an identity test).
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 
+from verglas.cpu_backend.kernels import register_helper
+from verglas.cpu_backend.vmath import _as_float, _as_int
 from verglas.graph.basic import Constant
 from verglas.ops.elemwise import Elemwise
 from verglas.ops.reduce import Max, Min, Sum
@@ -19,50 +22,45 @@ from verglas.ops.reduce import Max, Min, Sum
 __all__ = ["row_groups", "emit_row_group"]
 
 
+_jit_inline = numba.njit(inline="always", error_model="numpy")
+
+
+# LLVM vectorizes an integer max/min reduction but not a float one (without the 'nnan' flag,
+# which NaN semantics forbid): IEEE floats without NaN order like their bits read as
+# sign-magnitude integers, so the max of the keys is the key of the max (NaN tracked apart).
+# Module-level and registered at import, so a cached program finds them by name.
+@register_helper
+@_jit_inline
+def order_key32(x):
+    b = np.int64(_as_int(x))
+    return b if b >= 0 else b ^ 0x7FFFFFFF
+
+
+@register_helper
+@_jit_inline
+def order_value32(k):
+    return _as_float(np.int32(k if k >= 0 else k ^ 0x7FFFFFFF))
+
+
+@register_helper
+@_jit_inline
+def order_key64(x):
+    b = _as_int(x)
+    return b if b >= 0 else b ^ 0x7FFFFFFFFFFFFFFF
+
+
+@register_helper
+@_jit_inline
+def order_value64(k):
+    return _as_float(k if k >= 0 else k ^ 0x7FFFFFFFFFFFFFFF)
+
+
+_ORDER = {"float32": (order_key32, order_value32), "float64": (order_key64, order_value64)}
+
+
 def _order_helpers():
-    """Jitted maps between floats and integers that sort in the same order.
-
-    LLVM vectorizes an integer max/min reduction but not a float one (without the 'nnan' flag,
-    which NaN semantics forbid): IEEE floats without NaN order like their bits read as
-    sign-magnitude integers, so the max of the keys is the key of the max (NaN tracked apart).
-    """
-    global _HELPERS
-    if _HELPERS is None:
-        import numba
-
-        from verglas.cpu_backend.kernels import register_helper
-        from verglas.cpu_backend.vmath import _as_float, _as_int
-
-        jit = numba.njit(inline="always", error_model="numpy")
-
-        @register_helper
-        @jit
-        def order_key32(x):
-            b = np.int64(_as_int(x))
-            return b if b >= 0 else b ^ 0x7FFFFFFF
-
-        @register_helper
-        @jit
-        def order_value32(k):
-            return _as_float(np.int32(k if k >= 0 else k ^ 0x7FFFFFFF))
-
-        @register_helper
-        @jit
-        def order_key64(x):
-            b = _as_int(x)
-            return b if b >= 0 else b ^ 0x7FFFFFFFFFFFFFFF
-
-        @register_helper
-        @jit
-        def order_value64(k):
-            return _as_float(k if k >= 0 else k ^ 0x7FFFFFFFFFFFFFFF)
-
-        _HELPERS = {"float32": (order_key32, order_value32),
-                    "float64": (order_key64, order_value64)}
-    return _HELPERS
-
-
-_HELPERS = None
+    """(key, value) jitted maps between floats and order-preserving integers, per dtype."""
+    return _ORDER
 
 _REDUCES = (Sum, Max, Min)
 

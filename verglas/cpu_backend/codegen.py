@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from verglas.graph.basic import Constant
+from verglas.source import Emitter, np_dtype
 
 __all__ = ["Emitter", "ProgramSource", "generate", "INLINE_CONSTANT_LIMIT", "np_dtype"]
 
@@ -35,46 +36,12 @@ class _Names(dict):
         return name
 
 
-def np_dtype(dtype: str) -> str:
-    """The expression naming numpy dtype `dtype` in generated code."""
-    return "np.bool_" if dtype == "bool" else f"np.{dtype}"
-
-
-class Emitter:
-    """A small line emitter with indentation and one name allocator."""
-
-    def __init__(self):
-        self.lines: list[str] = []
-        self.depth = 1
-        self._counts: dict[str, int] = {}
-
-    def line(self, text: str) -> None:
-        self.lines.append("    " * self.depth + text)
-
-    def fresh(self, prefix: str) -> str:
-        n = self._counts.get(prefix, 0)
-        self._counts[prefix] = n + 1
-        return f"{prefix}{n}"
-
-    def indent(self):
-        emitter = self
-
-        class _Block:
-            def __enter__(self):
-                emitter.depth += 1
-
-            def __exit__(self, *exc):
-                emitter.depth -= 1
-
-        return _Block()
-
-
 class ProgramSource:
     """What generating a program produces: source text, globals it needs, constant arguments."""
 
     def __init__(self, name: str):
         self.name = name
-        self.emitter = Emitter()
+        self.emitter = Emitter(depth=1)  # lines of a function body
         self.globals: dict[str, object] = {}
         self.imports: set[str] = set()
         self.arg_constants: list | None = []  # large constants passed as arguments

@@ -9,13 +9,14 @@ vectorizable version from vmath where one exists.
 from __future__ import annotations
 
 import functools
-import math
 import re
 
 import numba
 import numpy as np
 
 from verglas.cpu_backend.codegen import np_dtype
+from verglas.source import cast_expr
+from verglas.source import literal as source_literal
 from verglas.graph.basic import Constant
 from verglas.ops import scalar as s
 from verglas.ops.elemwise import DimShuffle, Elemwise
@@ -88,24 +89,9 @@ def scalar_impl(op_name: str, dtype: str | None = None, inline: bool = True):
 def literal(value, dtype: str, ctx=None) -> str:
     """A typed scalar constant in generated code: a frozen global when `ctx` is given (one IR
     load instead of a constructor call), else a constructor expression."""
-    value = np.asarray(value).item()
-    if dtype == "bool":
-        return "True" if value else "False"
-    if ctx is not None:
-        return ctx.src.constant(np.dtype(dtype).type(value))
-    if isinstance(value, float):
-        if math.isnan(value):
-            return f"{np_dtype(dtype)}(np.nan)"
-        if math.isinf(value):
-            return f"{np_dtype(dtype)}({'-' if value < 0 else ''}np.inf)"
-        return f"{np_dtype(dtype)}({value!r})"
-    return f"{np_dtype(dtype)}({value!r})"
-
-
-def cast_expr(expr: str, dtype: str) -> str:
-    if dtype == "bool":
-        return f"({expr} != 0)"
-    return f"{np_dtype(dtype)}({expr})"
+    if ctx is not None and dtype != "bool":
+        return ctx.src.constant(np.dtype(dtype).type(np.asarray(value).item()))
+    return source_literal(value, dtype)
 
 
 # numba gives these the input float type when every input has the output's float dtype, so no

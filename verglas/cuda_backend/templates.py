@@ -20,15 +20,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from verglas.graph.basic import Constant
+from verglas.source import Emitter, cast_expr, literal, np_dtype
 from verglas.ops import scalar as s
 
 __all__ = ["KernelSpec", "Arr", "Scal", "KernelBuilder", "scalar_def", "literal", "cast_expr",
            "np_dtype", "REDUCERS", "Reducer"]
 
 
-def np_dtype(dtype: str) -> str:
-    """The expression naming numpy dtype `dtype` in generated code."""
-    return "np.bool_" if dtype == "bool" else f"np.{dtype}"
+
 
 
 @dataclass(frozen=True)
@@ -79,25 +78,6 @@ class KernelSpec:
 
 
 # -- scalar code ---------------------------------------------------------------------------------
-def literal(value, dtype: str) -> str:
-    """A typed scalar literal in generated code."""
-    value = np.asarray(value).item()
-    if dtype == "bool":
-        return "True" if value else "False"
-    if isinstance(value, float):
-        if math.isnan(value):
-            return f"{np_dtype(dtype)}(math.nan)"
-        if math.isinf(value):
-            return f"{np_dtype(dtype)}({'-' if value < 0 else ''}math.inf)"
-    return f"{np_dtype(dtype)}({value!r})"
-
-
-def cast_expr(expr: str, dtype: str) -> str:
-    if dtype == "bool":
-        return f"({expr} != 0)"
-    return f"{np_dtype(dtype)}({expr})"
-
-
 _ALLOWED_NAMES = {"math", "abs", "min", "max", "int", "float", "bool"}
 
 
@@ -145,35 +125,6 @@ def scalar_def(op_name: str) -> tuple[str, str]:
         return name, f"def {name}({args}):\n    return {cls.impl_expr}"
     node = _as_def(name, _function_node(cls.impl))
     return name, ast.unparse(node)
-
-
-class Emitter:
-    """Lines with indentation and one name allocator (the kernel and host code builders)."""
-
-    def __init__(self, depth: int = 0):
-        self.lines: list[str] = []
-        self.depth = depth
-        self._counts: dict[str, int] = {}
-
-    def line(self, text: str) -> None:
-        self.lines.append("    " * self.depth + text)
-
-    def fresh(self, prefix: str) -> str:
-        n = self._counts.get(prefix, 0)
-        self._counts[prefix] = n + 1
-        return f"{prefix}{n}"
-
-    def indent(self):
-        emitter = self
-
-        class _Block:
-            def __enter__(self):
-                emitter.depth += 1
-
-            def __exit__(self, *exc):
-                emitter.depth -= 1
-
-        return _Block()
 
 
 class KernelBuilder(Emitter):

@@ -1,0 +1,62 @@
+"""Building generated Python source, shared by both backends: a line emitter with one name
+allocator, and typed literals and casts (generated modules import `math` and `numpy as np`)."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+
+import numpy as np
+
+__all__ = ["Emitter", "np_dtype", "literal", "cast_expr"]
+
+
+class Emitter:
+    """Lines with indentation and one name allocator."""
+
+    def __init__(self, depth: int = 0):
+        self.lines: list[str] = []
+        self.depth = depth
+        self._counts: dict[str, int] = {}
+
+    def line(self, text: str) -> None:
+        self.lines.append("    " * self.depth + text)
+
+    def fresh(self, prefix: str) -> str:
+        """A name not given out before: prefix0, prefix1, ..."""
+        n = self._counts.get(prefix, 0)
+        self._counts[prefix] = n + 1
+        return f"{prefix}{n}"
+
+    @contextlib.contextmanager
+    def indent(self):
+        self.depth += 1
+        try:
+            yield
+        finally:
+            self.depth -= 1
+
+
+def np_dtype(dtype: str) -> str:
+    """The expression naming numpy dtype `dtype` in generated code."""
+    return "np.bool_" if dtype == "bool" else f"np.{dtype}"
+
+
+def literal(value, dtype: str) -> str:
+    """A typed scalar literal in generated code."""
+    value = np.asarray(value).item()
+    if dtype == "bool":
+        return "True" if value else "False"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return f"{np_dtype(dtype)}(math.nan)"
+        if math.isinf(value):
+            return f"{np_dtype(dtype)}({'-' if value < 0 else ''}math.inf)"
+    return f"{np_dtype(dtype)}({value!r})"
+
+
+def cast_expr(expr: str, dtype: str) -> str:
+    """`expr` converted to `dtype` in generated code."""
+    if dtype == "bool":
+        return f"({expr} != 0)"
+    return f"{np_dtype(dtype)}({expr})"

@@ -48,3 +48,17 @@ def test_shared_kernel_compiled_once_on_cpu():
     xv = np.random.rand(7)
     av = [np.float64(i % 5) for i in range(100)]
     np.testing.assert_allclose(f(xv, *av), sum(av[i] * np.sin(xv + i) for i in range(100)))
+
+
+def test_shared_kernel_serves_call_sites_of_different_static_shapes():
+    # one SGD update expression applied to parameters of several static shapes
+    shapes = [(3, 4), (4, 4), (5,), (2, 7), (7,)]
+    ps = [vg.tensor(f"p{k}", shape=s, dtype="float32") for k, s in enumerate(shapes)]
+    gs = [vg.tensor(f"g{k}", shape=s, dtype="float32") for k, s in enumerate(shapes)]
+    f = vg.compile([*ps, *gs], [p - 0.05 * g for p, g in zip(ps, gs)])
+    assert "def kern" in f._runner.source
+    rng = np.random.default_rng(0)
+    pv = [rng.standard_normal(s).astype("float32") for s in shapes]
+    gv = [rng.standard_normal(s).astype("float32") for s in shapes]
+    for got, p, g in zip(f(*pv, *gv), pv, gv):
+        np.testing.assert_allclose(got, p - np.float32(0.05) * g, rtol=1e-6)

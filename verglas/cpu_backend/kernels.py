@@ -235,9 +235,12 @@ class _KernelContext:
         self.node, self.op, self.step = parent.node, parent.op, parent.step
         self.program = parent.program
         self._contiguous = contiguous
+        self._inplace = dict(parent.op.inplace_pattern)
 
     def alloc(self, j, shape_expr):
-        return f"o{j}"
+        # an inplace output is its input parameter: one pointer, so LLVM sees the aliasing
+        # (two parameters for one array make its run-time alias check fail: no SIMD)
+        return f"p{self._inplace[j]}" if j in self._inplace else f"o{j}"
 
     def inp(self, i):
         return f"p{i}"
@@ -283,17 +286,21 @@ def _emit_elemwise_shared(op, ctx, arrays, scalars, modes) -> None:
         kern = ctx.src.child(name)
         kern.inline_calls = count_calls_of(op.scalar_op, node) <= INLINE_CALL_LIMIT
         kctx = _KernelContext(kern, ctx, contiguous)
-        kdims = [str(out_static[a]) if out_static[a] is not None else f"o0.shape[{a}]"
-                 for a in range(ndim)]
+        # the kernel serves every call site of this op: its sizes come from its output
+        # argument, never from one call site's static shape
+        out0 = kctx.alloc(0, None)
+        kdims = [f"{out0}.shape[{a}]" for a in range(ndim)]
         _emit_elemwise_proven(op, kctx, [(i, f"p{i}") for i, _ in arrays],
                               {i: f"s{i}" for i in scalars}, modes, kdims)
         params = [f"p{i}" for i, _ in arrays] + [f"s{i}" for i in sorted(scalars)] + \
-            [f"o{j}" for j in range(len(node.outputs))]
+            [f"o{j}" for j in range(len(node.outputs)) if j not in kctx._inplace]
         kern.emitter.line("return")
         ctx.src.functions.append("\n".join([f"def {name}({', '.join(params)}):"]
                                            + kern.emitter.lines))
         ctx.src.jit_names.append(name)
-    args = [n for _, n in arrays] + [scalars[i] for i in sorted(scalars)] + outs
+    inplace = dict(op.inplace_pattern)
+    args = [n for _, n in arrays] + [scalars[i] for i in sorted(scalars)] + \
+        [o for j, o in enumerate(outs) if j not in inplace]
     ctx.line(f"{name}({', '.join(args)})")
 
 

@@ -218,7 +218,9 @@ def _emit_elemwise(op, ctx) -> None:
             arrays.append((i, ctx.inp(i)))
     modes = _broadcast_modes(ctx, arrays)
     if all(m != "unknown" for mode in modes.values() for m in mode):
-        if ctx.src.shared_ops.get(op, 0) >= 2 and node.outputs[0].ndim:
+        array_inputs = {i for i, _ in arrays}
+        if ctx.src.shared_ops.get(op, 0) >= 2 and node.outputs[0].ndim and all(
+                i in array_inputs for _, i in op.inplace_pattern):
             _emit_elemwise_shared(op, ctx, arrays, scalars, modes)
         else:
             _emit_elemwise_proven(op, ctx, arrays, scalars, modes)

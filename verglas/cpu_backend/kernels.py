@@ -22,7 +22,8 @@ from verglas.ops import scalar as s
 from verglas.ops.elemwise import DimShuffle, Elemwise
 from verglas.ops.shape import MakeVector, Shape, ShapeI, SumToShape
 
-__all__ = ["emit", "scalar_impl", "literal", "count_calls", "register_helper", "helper_ref", "resolve_helper",
+__all__ = ["emit", "scalar_impl", "literal", "count_calls", "register_helper", "helper_ref",
+           "resolve_helper",
            "HELPER_REFS"]
 
 HELPER_REFS: dict = {}  # name -> module-level jitted helper used by generated code
@@ -65,7 +66,7 @@ _EXACT_ONLY = frozenset({"pow"})
 INLINE_CALL_LIMIT = 8
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def scalar_impl(op_name: str, dtype: str | None = None, inline: bool = True):
     """The jitted scalar implementation of scalar op `op_name` (vectorizable one if any)."""
     options = {"error_model": "numpy"}

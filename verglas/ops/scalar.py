@@ -224,7 +224,8 @@ def _np_erf_typed(x):
 Exp = _unary_float("exp", np.exp, "math.exp(x)", lambda m, x, y, g: g * y)
 Log = _unary_float("log", np.log, "(math.log(x) if x > 0 else (-math.inf if x == 0 else math.nan))",
     lambda m, x, y, g: g / x)
-Log1p = _unary_float("log1p", np.log1p, "(math.log1p(x) if x > -1 else (-math.inf if x == -1 else math.nan))",
+Log1p = _unary_float("log1p", np.log1p,
+                     "(math.log1p(x) if x > -1 else (-math.inf if x == -1 else math.nan))",
     lambda m, x, y, g: g / (1 + x))
 Expm1 = _unary_float("expm1", np.expm1, "math.expm1(x)", lambda m, x, y, g: g * (y + 1))
 Sqrt = _unary_float("sqrt", np.sqrt, "(math.sqrt(x) if x >= 0 else math.nan)",

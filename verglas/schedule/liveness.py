@@ -26,4 +26,4 @@ def liveness(n_buffers: int, steps, outputs, base_of) -> list[tuple[int, int]]:
         root = base_of[b]
         if root != b:
             last[root] = max(last[root], last[b])
-    return [(f, l) for f, l in zip(first, last)]
+    return list(zip(first, last))

@@ -7,7 +7,7 @@ import numba
 import numpy as np
 
 from verglas.cpu_backend.codegen import np_dtype
-from verglas.cpu_backend.kernels import _bdim, emit, register_helper
+from verglas.cpu_backend.kernels import broadcast_dim, emit, register_helper
 from verglas.ops.linalg import MatMul
 from verglas.ops.shape import Alloc, ARange, Join, Reshape
 
@@ -190,7 +190,6 @@ def _emit_matmul(op, ctx) -> None:
     ctx.line(f"if {a}.shape[{va.ndim - 1}] != {b}.shape[{vb.ndim - 2}]:")
     with ctx.indent():
         ctx.raise_("ValueError", f"{op}: shapes not aligned (contracted dimensions differ)")
-    bdim = ctx.helper("bdim", _bdim)
     dims, ia, ib = [], [], []  # per batch dim: its length, a's and b's index expressions
     loop = [ctx.fresh("i") for _ in range(nbatch)]
     for j in range(nbatch):
@@ -206,15 +205,7 @@ def _emit_matmul(op, ctx) -> None:
             ctx.line(f"{step} = 1 if {name}.shape[{axis}] != 1 else 0")
             idx.append(f"{loop[j]} * {step}")
             cands.append(f"{name}.shape[{axis}]")
-        d = ctx.fresh("d")
-        ctx.line(f"{d} = {cands[0] if cands else '1'}")
-        for c in cands[1:]:
-            ctx.line(f"{d} = {bdim}({d}, {c})")
-        if len(cands) > 1:
-            ctx.line(f"if {d} < 0:")
-            with ctx.indent():
-                ctx.raise_("ValueError", f"{op}: batch dimensions cannot be broadcast")
-        dims.append(d)
+        dims.append(broadcast_dim(ctx, cands, f"{op}: batch dimensions cannot be broadcast"))
     dims += [f"{a}.shape[{va.ndim - 2}]", f"{b}.shape[{vb.ndim - 1}]"]
     out = ctx.alloc(0, _tuple(dims))
     blas = out_dtype in ("float32", "float64")

@@ -269,14 +269,7 @@ def _emit_elemwise_shared(op, ctx, arrays, scalars, modes) -> None:
     used many times (see rewrite/kernel_sharing.py) is compiled once."""
     node = ctx.node
     ndim = node.outputs[0].ndim
-    out_static = node.outputs[0].type.shape
-    dims = []
-    for axis in range(ndim):
-        if out_static[axis] is not None:
-            dims.append(str(out_static[axis]))
-        else:
-            src = next(name for i, name in arrays if modes[i][axis] == "full")
-            dims.append(f"{src}.shape[{axis}]")
+    dims = _proven_dims(ctx, arrays, modes)
     shape = "(" + "".join(f"{d}, " for d in dims) + ")"
     outs = [ctx.alloc(j, shape) for j in range(len(node.outputs))]
     contiguous = {i: ctx.is_contiguous(i) for i, _ in arrays}
@@ -338,20 +331,41 @@ def _elemwise_body(ctx, op, scalars, index_of, out_index):
         ctx.line(f"{target} = {res}")
 
 
+def _proven_dims(ctx, arrays, modes) -> list[str]:
+    """The output's dims as expressions: static ones, else an input's provably equal dim."""
+    out_static = ctx.node.outputs[0].type.shape
+    dims = []
+    for axis, static in enumerate(out_static):
+        if static is not None:
+            dims.append(str(static))
+        else:
+            src = next(name for i, name in arrays if modes[i][axis] == "full")
+            dims.append(f"{src}.shape[{axis}]")
+    return dims
+
+
+def broadcast_dim(ctx, candidates: list[str], message: str) -> str:
+    """Emit numpy's broadcasting of run-time lengths `candidates` (ValueError with `message`
+    when they cannot broadcast); return the name of the result."""
+    d = ctx.fresh("d")
+    ctx.line(f"{d} = {candidates[0] if candidates else '1'}")
+    if len(candidates) > 1:
+        bdim = ctx.helper("bdim", _bdim)
+        for c in candidates[1:]:
+            ctx.line(f"{d} = {bdim}({d}, {c})")
+        ctx.line(f"if {d} < 0:")
+        with ctx.indent():
+            ctx.raise_("ValueError", message)
+    return d
+
+
 def _emit_elemwise_proven(op, ctx, arrays, scalars, modes, dims=None) -> None:
     """All broadcasting is known (statically, or after run-time checks): direct indexing."""
     node = ctx.node
     ndim = node.outputs[0].ndim
-    out_static = node.outputs[0].type.shape
     names = dict(arrays)
     if dims is None:
-        dims = []
-        for axis in range(ndim):
-            if out_static[axis] is not None:
-                dims.append(str(out_static[axis]))
-            else:
-                src = next(name for i, name in arrays if modes[i][axis] == "full")
-                dims.append(f"{src}.shape[{axis}]")
+        dims = _proven_dims(ctx, arrays, modes)
     shape = "(" + "".join(f"{d}, " for d in dims) + ")"
     outs = [ctx.alloc(j, shape) for j in range(len(node.outputs))]
     if ndim == 0:
@@ -443,22 +457,14 @@ def _emit_elemwise_generic(op, ctx, arrays, scalars) -> None:
     out_static = node.outputs[0].type.shape
     modes = _broadcast_modes(ctx, arrays)
     dims = []
-    bdim = ctx.helper("bdim", _bdim)
     for axis in range(ndim):
         if out_static[axis] is not None:
             dims.append(str(out_static[axis]))
             continue
         cands = [f"{name}.shape[{axis}]" for i, name in arrays
                  if node.inputs[i].type.shape[axis] != 1]
-        d = ctx.fresh("d")
-        ctx.line(f"{d} = {cands[0]}")
-        for c in cands[1:]:
-            ctx.line(f"{d} = {bdim}({d}, {c})")
-        if len(cands) > 1:
-            ctx.line(f"if {d} < 0:")
-            with ctx.indent():
-                ctx.raise_("ValueError", f"{op}: input shapes cannot be broadcast together")
-        dims.append(d)
+        dims.append(broadcast_dim(ctx, cands,
+                                  f"{op}: input shapes cannot be broadcast together"))
     for axis in range(ndim):  # static dims still need checking against run-time shapes
         if out_static[axis] is None:
             continue

@@ -14,6 +14,7 @@ import numba
 import numpy as np
 
 from verglas.cpu_backend.kernels import register_helper
+from verglas.cpu_backend.threads import parallel_rows
 from verglas.cpu_backend.vmath import _as_float, _as_int
 from verglas.source import np_dtype
 from verglas.graph.basic import Constant
@@ -234,6 +235,11 @@ def emit_row_group(contexts) -> None:
             return f"{row_views[bid]}[{col}]"
         return f"{name}[{row}, {col}]"
 
+    parallel = parallel_rows()
+    if parallel:  # the program is compiled with numba's parallel option
+        ctx0.src.parallel = True
+    row_aliases: dict[int, int] = {}  # row-local buffer -> the one whose storage it takes over
+    scratch: list[int] = []  # row-local buffers with a scratch row of their own
     plans = {}  # step index -> what the loop body emits for it
     cols_of = {}  # buffer the group writes -> its column count
     for ctx in contexts:  # allocations and one-element inputs, before the loop
@@ -278,8 +284,15 @@ def emit_row_group(contexts) -> None:
             if step.index in inlined or local.get(b) == "value":
                 continue
             if local.get(b) == "row":
-                ctx.line(f"{ctx.out(j)} = " + (ctx._names[taken] if taken is not None else
-                                              f"np.empty({cols}, {np_dtype(node.outputs[j].dtype)})"))
+                if taken is not None:
+                    row_aliases[b] = taken
+                else:
+                    scratch.append(b)
+                    # one row per pool thread; numba.get_num_threads() would make the program
+                    # uncacheable (a dynamic global), the pool size is a literal of the source
+                    shape = f"({numba.config.NUMBA_NUM_THREADS}, {cols})" if parallel else cols
+                    ctx.line(f"{ctx.out(j)}{'_t' if parallel else ''} = "
+                             f"np.empty({shape}, {np_dtype(node.outputs[j].dtype)})")
             else:
                 ctx.alloc(j, f"({rows}, {cols}, )")
         plans[step.index] = ("elemwise", ctx, scalars, arrays, cols)
@@ -293,7 +306,7 @@ def emit_row_group(contexts) -> None:
 
         _elemwise_body(ctx, ctx.op, scalars, index_of, targets)
 
-    em.line(f"for {r} in range({rows}):")
+    em.line(f"for {r} in {'numba.prange' if parallel else 'range'}({rows}):")
     em.depth += 1
     body_start = len(em.lines)
     for ctx in contexts:
@@ -355,6 +368,12 @@ def emit_row_group(contexts) -> None:
         elemwise_body(plan, col, [at(ctx, b, r, col) for b in step.outputs])
         if inner:
             em.depth -= 1
-    em.lines[body_start:body_start] = ["    " * em.depth + f"{view} = {ctx0._names[bid]}[{r}]"
-                                       for bid, view in row_views.items()]
+    top = []  # each row's views: its rows of the 2-d buffers, its thread's scratch rows
+    if parallel:
+        tid = ctx0.fresh("tid")
+        top.append(f"{tid} = numba.get_thread_id()")
+        top += [f"{ctx0._names[b]} = {ctx0._names[b]}_t[{tid}]" for b in scratch]
+    top += [f"{ctx0._names[b]} = {ctx0._names[t]}" for b, t in row_aliases.items()]
+    top += [f"{view} = {ctx0._names[bid]}[{r}]" for bid, view in row_views.items()]
+    em.lines[body_start:body_start] = ["    " * em.depth + line for line in top]
     em.depth -= 1

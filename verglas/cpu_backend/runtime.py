@@ -26,7 +26,19 @@ JIT_OPTIONS = dict(nogil=True, error_model="numpy",
 
 _lock = threading.Lock()
 
-HEADER = "import math\nimport numpy as np\n\n"
+_PARALLEL_PASSES = ("comprehension", "reduction", "inplace_binop", "setitem", "numpy", "stencil",
+                    "fusion")
+
+
+def _program_options(parallel: bool, **extra) -> dict:
+    """numba options of a program function: with `parallel`, explicit prange loops only (the
+    automatic array-expression passes would cost compile time and find nothing to do)."""
+    options = dict(extra, **JIT_OPTIONS)
+    if parallel:  # a fresh dict each time: numba pops its keys
+        options["parallel"] = dict({name: False for name in _PARALLEL_PASSES}, prange=True)
+    return options
+
+HEADER = "import math\n\nimport numba\nimport numpy as np\n\n"
 
 
 def _module_text(src) -> str:
@@ -50,7 +62,7 @@ def build_runner(program, key: str | None = None):
         namespace.update(math=__import__("math"), np=np)
         exec(compile(text, f"<verglas program {id(program):x}>", "exec"), namespace)
         _jit_functions(namespace, src.jit_names, JIT_OPTIONS)
-        jitted = numba.njit(**JIT_OPTIONS)(namespace[src.name])
+        jitted = numba.njit(**_program_options(_parallel(src)))(namespace[src.name])
         return CPURunner(program, jitted, src.arg_constants, text, src.packing)
     directory = cache.entry_dir("cpu", key)
     path = directory / "program.py"
@@ -64,8 +76,9 @@ def build_runner(program, key: str | None = None):
         _jit_functions(module.__dict__, src.jit_names, dict(cache=True, **JIT_OPTIONS))
         cache.store_pickle(directory / "runner.pkl", {
             "name": src.name, "jit_names": list(src.jit_names),
-            "arg_constants": list(src.arg_constants), "packing": list(src.packing)})
-    jitted = numba.njit(cache=True, **JIT_OPTIONS)(getattr(module, src.name))
+            "arg_constants": list(src.arg_constants), "packing": list(src.packing),
+            "parallel": _parallel(src)})
+    jitted = numba.njit(**_program_options(_parallel(src), cache=True))(getattr(module, src.name))
     return CPURunner(program, jitted, src.arg_constants, text, src.packing)
 
 
@@ -83,8 +96,14 @@ def _load_runner(program, key: str):
         module = _import_module(path, key)
         module.__dict__.update(_resolve_globals(globals_spec))
         _jit_functions(module.__dict__, meta["jit_names"], dict(cache=True, **JIT_OPTIONS))
-    jitted = numba.njit(cache=True, **JIT_OPTIONS)(getattr(module, meta["name"]))
+    options = _program_options(meta.get("parallel", False), cache=True)
+    jitted = numba.njit(**options)(getattr(module, meta["name"]))
     return CPURunner(program, jitted, meta["arg_constants"], path.read_text(), meta["packing"])
+
+
+def _parallel(src) -> bool:
+    """Whether the generated program has prange loops (set by row fusion)."""
+    return getattr(src, "parallel", False)
 
 
 def _jit_functions(namespace: dict, names, options: dict) -> None:

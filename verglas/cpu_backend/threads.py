@@ -1,0 +1,60 @@
+"""Whether generated programs may run loops over rows on several threads (numba `prange`).
+
+A Function is called from many Python threads at once, so only a threading layer that is safe
+under concurrent calls will do: TBB (numba's first choice when it loads), or OpenMP when the
+user asked for it. numba's last resort, 'workqueue', aborts the process on concurrent use:
+without TBB, programs stay serial. TBB comes from the `tbb` wheel, which installs libtbb into
+the environment's lib/ where the dynamic loader does not look inside a virtualenv: it is
+loaded from there first, so numba's own lookup by soname finds it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import sys
+
+import numba
+
+__all__ = ["parallel_rows"]
+
+_TBB = {"linux": "libtbb.so.12", "darwin": "libtbb.12.dylib", "win32": "tbb12.dll"}
+
+
+def _load_tbb() -> bool:
+    name = _TBB.get(sys.platform)
+    if name is None:
+        return False
+    for path in (os.path.join(sys.prefix, "lib", name), name):
+        try:
+            ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+            break
+        except OSError:
+            continue
+    else:
+        return False
+    try:
+        from numba.np.ufunc.parallel import _check_tbb_version_compatible
+
+        _check_tbb_version_compatible()
+        from numba.np.ufunc import tbbpool  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@functools.cache
+def parallel_rows() -> bool:
+    """True when row loops may use numba.prange; VERGLAS_THREADS=0 turns it off."""
+    if os.environ.get("VERGLAS_THREADS", "") == "0":
+        return False
+    layer = numba.config.THREADING_LAYER
+    if layer == "omp":
+        return True
+    if layer in ("tbb", "safe"):
+        return _load_tbb()
+    if layer in ("default", "threadsafe"):
+        priority = getattr(numba.config, "THREADING_LAYER_PRIORITY", ["tbb"])
+        return bool(priority) and priority[0] == "tbb" and _load_tbb()
+    return False

@@ -1,6 +1,7 @@
 """Shape ops and matrix products on the CPU backend against the reference: reshape (-1,
 strided inputs, errors), alloc/broadcast_to/full, concatenate/stack, arange, matmul (2-d,
-1-d, batched with broadcasting, integer, bool, mixed dtypes, empty), softmax & co."""
+1-d, batched with broadcasting, integer, bool, mixed dtypes, empty; float products' operand
+layouts: transposed, strided, reversed, length-1 axes, gemm's stride rules), softmax & co."""
 
 import functools
 
@@ -101,6 +102,115 @@ def test_matmul_errors():
     expect_error([a, b], b @ a, [np.ones((3, 2)), np.ones((2, 2, 2))], ValueError, "MatMul")
     c = vg.tensor("c", shape=(None, None, None), dtype="float64")
     expect_error([b, c], b @ c, [np.ones((2, 2, 2)), np.ones((3, 2, 2))], ValueError, "MatMul")
+
+
+@functools.cache
+def strided_matmul_program(dtype):
+    """Float products of operands of every memory layout gemm meets: C, F (transposes), rows
+    strided (direct, ld > ncols), columns strided or reversed (copied), size-0/size-1 axes,
+    k == 0, batched."""
+    x = vg.tensor("x", shape=(None, None), dtype=dtype)  # (p, q)
+    y = vg.tensor("y", shape=(None, None), dtype=dtype)  # (q, p)
+    t = vg.tensor("t", shape=(None, None, None), dtype=dtype)  # (b, q, p)
+    outs = [x @ y, y.T @ x.T, x @ x.T, y.T @ y,
+            x[::-1] @ y, x @ y[:, ::-1], x[::-1, ::-1] @ y[::-1],
+            x[:, ::2] @ y[::2], x[::2] @ y, x.T[::2] @ x, x[::2, 1:] @ y[1:, ::3],
+            x[:, :1] @ y[:1], x[:, :1].T @ x, y[::-1, :1] @ x[:1, ::-1],
+            x[:, :0] @ y[:0], x[:0] @ y, x @ y[:, :0],
+            t @ t.transpose(0, 2, 1), t[:, ::-1] @ x, t[:, :, ::2] @ x[::2],
+            x.T @ t.transpose(0, 2, 1), t.transpose(0, 2, 1)[:, ::2] @ y.T[:, ::-1].T,
+            (x @ y.astype("float64" if dtype == "float32" else "float32"))]
+    return [x, y, t], outs
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("p, q, b", [(4, 6, 3), (1, 1, 1), (3, 1, 2), (1, 5, 1), (0, 3, 2),
+                                     (3, 0, 2), (2, 3, 0)])
+def test_matmul_strided_operands(dtype, p, q, b):
+    inputs, outs = strided_matmul_program(dtype)
+    g = rng(7)
+    arrays = [random_array(g, dtype, s) for s in ((p, q), (q, p), (b, q, p))]
+    compare_backend(inputs, outs, arrays)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_matmul_unit_axes(dtype):
+    """Length-1 axes made by DimShuffle (any stride is valid there) on strided vectors."""
+    x = vg.tensor("x", shape=(None, None), dtype=dtype)
+    outs = [vg.expand_dims(x[:, 0], 0) @ x, x @ vg.expand_dims(x[0], 1),
+            vg.expand_dims(x[::-1, 1], 1) @ vg.expand_dims(x[0, ::2], 0),
+            vg.expand_dims(x[:, 0], 0) @ vg.expand_dims(x[:, 1], 1)]
+    for shape in [(3, 3), (1, 2), (4, 2)]:
+        compare_backend([x], outs, [random_array(rng(9), dtype, shape)])
+
+
+@functools.cache
+def _gemm_caller():
+    import numba
+
+    from verglas.cpu_backend.array_kernels import _gemm
+
+    @numba.njit
+    def call(a, b, out):
+        return _gemm(a, b, out)
+    return call
+
+
+def _layouts(x):
+    """Views of `x`'s shape (its values but for the broadcast one) that gemm takes directly
+    (True) or not (False)."""
+    big = np.zeros((2 * x.shape[0] + 1, 3 * x.shape[1] + 1), x.dtype)
+    yield True, x
+    yield True, np.asfortranarray(x)
+    rows = big[: 2 * x.shape[0] : 2, : x.shape[1]]
+    rows[...] = x
+    yield True, rows  # leading dimension > ncols
+    fbig = np.zeros((2 * x.shape[0] + 1, x.shape[1] + 1), x.dtype, order="F")
+    fcols = fbig[1: 1 + x.shape[0], : x.shape[1]]
+    fcols[...] = x
+    yield True, fcols  # column-major, leading dimension > nrows
+    cols = big[: x.shape[0], ::3][:, : x.shape[1]]
+    cols[...] = x
+    yield cols.shape[1] <= 1 or cols.shape[0] <= 1, cols  # (one axis of length 1: fine)
+    yield x.shape[0] <= 1, np.ascontiguousarray(x[::-1])[::-1]
+    yield x.shape[1] <= 1, np.ascontiguousarray(x[:, ::-1])[:, ::-1]
+    if x.shape[0] >= 1:  # every row the same: a zero row stride
+        yield x.shape[0] <= 1, np.broadcast_to(x[:1], x.shape)
+    # length-1 axes with odd strides (any stride is valid there)
+    odd = np.lib.stride_tricks.as_strided(x, x.shape, (-7 * x.itemsize if x.shape[0] == 1
+                                                       else x.strides[0],
+                                                       5 * x.itemsize if x.shape[1] == 1
+                                                       else x.strides[1]))
+    if x.shape[0] == 1 or x.shape[1] == 1:
+        yield True, odd
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("m, k, n", [(3, 4, 5), (1, 4, 5), (3, 1, 5), (3, 4, 1), (1, 1, 1),
+                                     (0, 4, 5), (3, 0, 5), (3, 4, 0)])
+def test_gemm_strides(dtype, m, k, n):
+    """The gemm call's stride rules, on A-typed numba arrays: an operand it takes gives the
+    numpy product, one it does not is reported (bit 0: a, bit 1: b) and nothing is written."""
+    call = _gemm_caller()
+    g = rng(8)
+    a0, b0 = random_array(g, dtype, (m, k)), random_array(g, dtype, (k, n))
+    rtol = 2e-5 if dtype == "float32" else 1e-12
+    for ok_a, a in _layouts(a0):
+        for ok_b, b in _layouts(b0):
+            a_copy, b_copy = a.copy(), b.copy()
+            out = np.full((m, n), np.nan, dtype)
+            status = call(a, b, out)
+            np.testing.assert_array_equal(a, a_copy)
+            np.testing.assert_array_equal(b, b_copy)
+            if m == 0 or n == 0 or k == 0:
+                assert status == 0
+                np.testing.assert_array_equal(out, np.zeros((m, n), dtype))
+                continue
+            assert status == (0 if ok_a else 1) | (0 if ok_b else 2), (a.strides, b.strides)
+            if status:
+                assert np.isnan(out).all()
+            else:
+                np.testing.assert_allclose(out, a_copy @ b_copy, rtol=rtol, atol=rtol * 10)
 
 
 def test_softmax_family():

@@ -1,13 +1,18 @@
-"""CPU kernels of the shape ops (Reshape, Alloc, Join, ARange) and of MatMul (BLAS for 2-d
-float products through numba's np.dot, plain loops for integers and bools)."""
+"""CPU kernels of the shape ops (Reshape, Alloc, Join, ARange) and of MatMul (BLAS gemm called
+inline for float products, plain loops for integers and bools)."""
 
 from __future__ import annotations
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.extending import intrinsic
+from numba.np.arrayobj import make_array
+from numba.np.linalg import check_blas_return, ensure_blas, get_blas_kind, make_constant_slot
 
 from verglas.cpu_backend.codegen import np_dtype
-from verglas.cpu_backend.kernels import broadcast_dim, emit, register_helper
+from verglas.cpu_backend.kernels import HELPER_REFS, broadcast_dim, emit, register_helper
 from verglas.ops.linalg import MatMul
 from verglas.ops.shape import Alloc, ARange, Join, Reshape
 
@@ -146,24 +151,130 @@ def _emit_arange(op, ctx) -> None:
 
 
 # -- MatMul -------------------------------------------------------------------------------------
-@register_helper
-@numba.njit(cache=False)
-def _matmul_blas(a, b, out):
-    """out = a @ b for 2-d float arrays of one dtype (BLAS gemm via np.dot)."""
-    if a.shape[1] == 0:
-        out[...] = 0
-        return
-    np.dot(np.ascontiguousarray(a), np.ascontiguousarray(b), out)
+# Float products call BLAS gemm (numba's `numba_xxgemm` wrapper of scipy's cython_blas) from
+# code inlined into the program by the intrinsic `_gemm`: no jitted function is compiled per
+# operand layout (numba's np.dot compiles one per (dtype, layout, layout), ~0.2 s each). The
+# operands' strides decide at run time whether gemm can read them as they are.
+_ll_char = ir.IntType(8)
+_ll_intp = ir.IntType(types.intp.bitwidth)
+_ll_void_p = ir.IntType(8).as_pointer()
+_GEMM_FNTY = ir.FunctionType(ir.IntType(32), [
+    _ll_char, _ll_char, _ll_char,  # kind, transa, transb
+    _ll_intp, _ll_intp, _ll_intp,  # m, n, k
+    _ll_void_p, _ll_void_p, _ll_intp,  # alpha, a, lda
+    _ll_void_p, _ll_intp, _ll_void_p,  # b, ldb, beta
+    _ll_void_p, _ll_intp])  # c, ldc
 
 
-@register_helper
-@numba.njit(cache=False)
-def _matmul_blas_direct(a, b, out):
-    """out = a @ b for 2-d float arrays typed C- or F-contiguous: no copies."""
-    if a.shape[1] == 0:
-        out[...] = 0
-        return
-    np.dot(a, b, out)
+def _gemm_operand(builder, r, c, s0, s1, isz):
+    """(trans flag, leading dimension, usable) of an r x c operand with byte strides s0, s1
+    for a column-major gemm reading its transpose: row-major ('n', ld = row stride) when the
+    last axis has unit stride, else column-major ('t', ld = column stride) when the first has;
+    the leading dimension must be >= max(1, ncols) (row-major) or max(1, nrows). A length-1
+    axis has an arbitrary stride: it counts as unit, and the ld is then the minimum valid."""
+    ty = r.type
+    one, size = ir.Constant(ty, 1), ir.Constant(ty, isz)
+    zero = ir.Constant(ty, 0)
+    r_le1 = builder.icmp_signed("<=", r, one)
+    c_le1 = builder.icmp_signed("<=", c, one)
+    max_r = builder.select(r_le1, one, r)
+    max_c = builder.select(c_le1, one, c)
+
+    def fits(s, minimum):  # byte stride s is a whole number of elements >= minimum
+        exact = builder.icmp_signed("==", builder.srem(s, size), zero)
+        q = builder.sdiv(s, size)
+        return q, builder.and_(exact, builder.icmp_signed(">=", q, minimum))
+
+    q0, fit0 = fits(s0, max_c)
+    q1, fit1 = fits(s1, max_r)
+    row_ok = builder.and_(builder.or_(c_le1, builder.icmp_signed("==", s1, size)),
+                          builder.or_(r_le1, fit0))
+    col_ok = builder.and_(builder.or_(r_le1, builder.icmp_signed("==", s0, size)),
+                          builder.or_(c_le1, fit1))
+    trans = builder.select(row_ok, ir.Constant(_ll_char, ord("n")),
+                           ir.Constant(_ll_char, ord("t")))
+    ld = builder.select(row_ok, builder.select(r_le1, max_c, q0),
+                        builder.select(c_le1, max_r, q1))
+    return trans, ld, builder.or_(row_ok, col_ok)
+
+
+def _gemm_function(context, module, dtype):
+    """The LLVM function of `module` computing a float product from raw pointers, shapes and
+    byte strides, built once per module (per program) and called by every `_gemm` call site
+    (inlined into each site, the same code cost ~12 ms more compile time per site):
+
+        status = gemm(a_data, m, k, a_stride0, a_stride1, b_data, n, b_stride0, b_stride1,
+                      c_data)
+    """
+    kind = get_blas_kind(dtype)
+    name = f"verglas_gemm_{kind}"
+    fn = module.globals.get(name)
+    if fn is not None:
+        return fn
+    intp = context.get_value_type(types.intp)
+    fn = ir.Function(module, ir.FunctionType(intp, [
+        _ll_void_p, intp, intp, intp, intp, _ll_void_p, intp, intp, intp, _ll_void_p]), name)
+    fn.linkage = "internal"
+    fn.attributes.add("noinline")
+    a_data, m, k, as0, as1, b_data, n, bs0, bs1, c_data = fn.args
+    builder = ir.IRBuilder(fn.append_basic_block("entry"))
+    isz = context.get_abi_sizeof(context.get_data_type(dtype))
+    zero = ir.Constant(intp, 0)
+    status = cgutils.alloca_once_value(builder, zero)
+    nonempty = builder.and_(builder.icmp_signed("!=", m, zero), builder.icmp_signed("!=", n, zero))
+    with builder.if_then(nonempty):
+        with builder.if_else(builder.icmp_signed("==", k, zero)) as (no_k, has_k):
+            with no_k:
+                cgutils.memset(builder, c_data,
+                               builder.mul(builder.mul(m, n), ir.Constant(intp, isz)), 0)
+            with has_k:
+                # row-major C = A B is column-major C^T = B^T A^T: B is gemm's first operand
+                ta, lda, ok_a = _gemm_operand(builder, m, k, as0, as1, isz)
+                tb, ldb, ok_b = _gemm_operand(builder, k, n, bs0, bs1, isz)
+                bad = builder.or_(builder.zext(builder.not_(ok_a), intp),
+                                  builder.shl(builder.zext(builder.not_(ok_b), intp),
+                                              ir.Constant(intp, 1)))
+                builder.store(bad, status)
+                with builder.if_then(builder.icmp_signed("==", bad, zero)):
+                    xxgemm = cgutils.get_or_insert_function(module, _GEMM_FNTY, "numba_xxgemm")
+                    alpha = make_constant_slot(context, builder, dtype, 1.0)
+                    beta = make_constant_slot(context, builder, dtype, 0.0)
+                    res = builder.call(xxgemm, (
+                        ir.Constant(_ll_char, ord(kind)), tb, ta, n, m, k,
+                        builder.bitcast(alpha, _ll_void_p), b_data, ldb, a_data, lda,
+                        builder.bitcast(beta, _ll_void_p), c_data, n))
+                    check_blas_return(context, builder, res)
+    builder.ret(builder.load(status))
+    return fn
+
+
+@intrinsic
+def _gemm(typingctx, a, b, out):
+    """out = a @ b for 2-d arrays of one float dtype, `out` C-contiguous (shapes checked by
+    the caller). Returns 0, or (when nothing was written) bit 0/1 set when `a`/`b` has strides
+    gemm cannot take (negative, or no unit-stride axis): the caller copies it and calls again.
+    k == 0 writes zeros; m == 0 or n == 0 does nothing."""
+    arrays = (a, b, out)
+    if not (all(isinstance(t, types.Array) and t.ndim == 2 for t in arrays)
+            and a.dtype == b.dtype == out.dtype and a.dtype in (types.float32, types.float64)
+            and out.layout == "C" and out.mutable):
+        return None
+    ensure_blas()
+
+    def codegen(context, builder, sig, args):
+        fn = _gemm_function(context, builder.module, a.dtype)
+        A, B, C = (make_array(t)(context, builder, v) for t, v in zip(sig.args, args))
+        m, k = cgutils.unpack_tuple(builder, A.shape, 2)
+        n = cgutils.unpack_tuple(builder, B.shape, 2)[1]
+        return builder.call(fn, (
+            builder.bitcast(A.data, _ll_void_p), m, k, *cgutils.unpack_tuple(builder, A.strides, 2),
+            builder.bitcast(B.data, _ll_void_p), n, *cgutils.unpack_tuple(builder, B.strides, 2),
+            builder.bitcast(C.data, _ll_void_p)))
+
+    return types.intp(a, b, out), codegen
+
+
+HELPER_REFS["_gemm"] = _gemm  # generated code names it; cached programs find it again
 
 
 @register_helper
@@ -184,6 +295,7 @@ def _matmul_loops(a, b, out):
 def _emit_matmul(op, ctx) -> None:
     a, b = ctx.inp(0), ctx.inp(1)
     va, vb = ctx.input_var(0), ctx.input_var(1)
+    layouts = [ctx.layout(0), ctx.layout(1)]  # numba's layouts of the 2-d operands
     out_dtype = ctx.node.outputs[0].dtype
     nd = ctx.node.outputs[0].ndim
     nbatch = nd - 2
@@ -210,26 +322,38 @@ def _emit_matmul(op, ctx) -> None:
     out = ctx.alloc(0, _tuple(dims))
     blas = out_dtype in ("float32", "float64")
     if blas:  # one dtype for gemm: convert the other operand once
-        for var, name in ((va, a), (vb, b)):
+        for i, (var, name) in enumerate(((va, a), (vb, b))):
             if var.dtype != out_dtype:
                 conv = ctx.fresh("cv")
                 ctx.line(f"{conv} = {name}.astype({np_dtype(out_dtype)})")
-                if name == a:
+                layouts[i] = "C"
+                if i == 0:
                     a = conv
                 else:
                     b = conv
-    direct = (blas and nbatch == 0 and a == ctx.inp(0) and b == ctx.inp(1)
-              and ctx.layout(0) in "CF" and ctx.layout(1) in "CF")
-    fn = ctx.helper("matmul", _matmul_blas_direct if direct else
-                    _matmul_blas if blas else _matmul_loops)
+    # leading integer indices keep numba's C layout (gemm's `out` must be C-contiguous);
+    # an F or A array indexed so is A
+    for i, idx in enumerate((ia, ib)):
+        if idx and layouts[i] != "C":
+            layouts[i] = "A"
+    fn = ctx.helper("matmul", _gemm if blas else _matmul_loops)
     for j in range(nbatch):
         ctx.line(f"for {loop[j]} in range({dims[j]}):")
         ctx.em.depth += 1
-    # leading integer indices keep numba's C layout (np.dot's `out` must be contiguous)
     sa = f"{a}[{', '.join(ia)}]" if ia else a
     sb = f"{b}[{', '.join(ib)}]" if ib else b
     so = f"{out}[{', '.join(loop)}]" if loop else out
-    ctx.line(f"{fn}({sa}, {sb}, {so})")
+    if blas and "A" in layouts:
+        # a C or F array always suits gemm; an A one may not: copied when gemm says so
+        fixed = [f"np.ascontiguousarray({x})" if lay == "A" else x
+                 for x, lay in zip((sa, sb), layouts)]
+        bad = ctx.fresh("bad")
+        ctx.line(f"{bad} = {fn}({sa}, {sb}, {so})")
+        ctx.line(f"if {bad} != 0:")
+        with ctx.indent():
+            ctx.line(f"{fn}({fixed[0]}, {fixed[1]}, {so})")
+    else:
+        ctx.line(f"{fn}({sa}, {sb}, {so})")
     ctx.em.depth -= nbatch
 
 

@@ -3,7 +3,6 @@ run-time length-1 dims summed away, the usual equal-shape copy, bad target shape
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 import verglas as vg

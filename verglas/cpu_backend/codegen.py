@@ -3,6 +3,8 @@ compiles as a single unit (one compilation per program, whatever the number of s
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from verglas.graph.basic import Constant
@@ -24,6 +26,7 @@ class _Names(dict):
         self.emitter = emitter
         self.scalars: dict[int, str] = {}  # buffer id -> scalar expression of its one element
         self.pending: dict[int, tuple[str, int]] = {}  # buffer id -> (name, ndim)
+        self.packed: dict[str, tuple[int, int]] = {}  # "pkJ[S]" -> (J, S): a packed 0-d input
 
     def __missing__(self, bid):
         name, ndim = self.pending.pop(bid)
@@ -49,9 +52,16 @@ class ProgramSource:
         self._constants: dict = {}
         self.inline_calls = True  # inline jitted scalar functions (see kernels.INLINE_CALL_LIMIT)
         self.shared_ops: dict = {}  # elementwise ops used twice or more: one kernel function
-        self.shared_kernels: dict = {}  # (op, broadcasting, layout) -> kernel function name
+        # (op, broadcasting, layout) -> (kernel function name, its scalar groups)
+        self.shared_kernels: dict = {}
         self.jit_names: list[str] = []  # names of those functions, callees first
         self.sub_functions: dict[int, str] = {}  # id(sub-program) -> its function's name
+        # constants that shared kernels take in arrays: per dtype, one global array per
+        # function, copied once at its top (numba types a global array read-only, and a
+        # kernel parameter must get one type at every call site) and passed with an offset
+        self.pools: dict[str, list] = {}
+        self._pool_runs: dict = {}  # (dtype, value reprs) -> offset of that run in the pool
+        self.uses_zero = False  # whether the function needs `zo` (see offset)
 
     def child(self, name: str) -> ProgramSource:
         """A source for one extra function sharing this one's globals and name allocator.
@@ -77,6 +87,32 @@ class ProgramSource:
             name = self._constants[key] = self.emitter.fresh("k")
             self.globals[name] = value
         return name
+
+    def pool_run(self, dtype: str, values) -> tuple[str, int]:
+        """(name of a 1-d C-contiguous array, offset) where numpy scalars `values` lie in a row
+        (numba type Array(dtype, 1, 'C'), like the packed-input arrays)."""
+        values = [np.dtype(dtype).type(v) for v in values]
+        key = (dtype, tuple("nan" if v != v else repr(v.item()) for v in values))
+        pool = self.pools.setdefault(dtype, [])
+        start = self._pool_runs.get(key)
+        if start is None:
+            start = self._pool_runs[key] = len(pool)
+            pool.extend(values)
+        return f"kq{list(self.pools).index(dtype)}", start
+
+    def offset(self, k: int) -> str:
+        """An int64 expression equal to `k` that numba does not type as a literal (a literal
+        argument would compile a kernel once per value)."""
+        self.uses_zero = True
+        return f"zo + {k}"  # (+ 0 too: blocks that differ only in offsets look alike)
+
+    def _prologue(self) -> list[str]:
+        """Lines for the top of the function: the pools copied into locals, the zero."""
+        lines = ["    zo = np.int64(0)"] if self.uses_zero else []
+        for j, (dtype, values) in enumerate(self.pools.items()):
+            name = self.add_global("kpool", np.array(values, dtype=dtype))
+            lines.append(f"    kq{j} = {name}.copy()")
+        return lines
 
     def add_global(self, prefix: str, value, import_line: str | None = None) -> str:
         """Register a global used by the generated code and return its name."""
@@ -120,6 +156,10 @@ class StepContext:
 
     def out(self, j: int) -> str:
         return self._names[self.step.outputs[j]]
+
+    def packed(self, i: int) -> tuple[int, int] | None:
+        """(j, slot) when input `i` is the 0-d input travelling as element `slot` of `pk{j}`."""
+        return self._names.packed.get(self.scalar(i))
 
     def input_var(self, i: int):
         return self.node.inputs[i]
@@ -185,6 +225,7 @@ def generate(program, name: str = "program", parent: ProgramSource | None = None
     With a `parent`, the function is added to the parent's extra functions (a sub-program).
     """
     from verglas.cpu_backend.kernels import INLINE_CALL_LIMIT, count_calls, emit
+    from verglas.cpu_backend.reroll import reroll
 
     src = ProgramSource(name) if parent is None else parent.child(name)
     from collections import Counter
@@ -206,7 +247,9 @@ def generate(program, name: str = "program", parent: ProgramSource | None = None
         contiguous[b] = True  # the runtime passes C-contiguous inputs
         if pack and k in scalar_inputs:
             slots = packing.setdefault(program.buffers[b].dtype, [])
-            names.scalars[b] = f"pk{list(packing).index(program.buffers[b].dtype)}[{len(slots)}]"
+            j = list(packing).index(program.buffers[b].dtype)
+            names.scalars[b] = f"pk{j}[{len(slots)}]"
+            names.packed[names.scalars[b]] = (j, len(slots))
             names.pending[b] = (f"in{k}", 0)
             slots.append(k)
             continue
@@ -228,7 +271,7 @@ def generate(program, name: str = "program", parent: ProgramSource | None = None
             args.append(names[buf.id])
         contiguous[buf.id] = True
 
-    slot_storage: dict[int, str] = {}
+    slot_storage: dict[int, tuple[str, str]] = {}  # slot -> (storage, its shape expression)
 
     def alloc(bid: int, shape_expr: str) -> str:
         buf = program.buffers[bid]
@@ -240,9 +283,13 @@ def generate(program, name: str = "program", parent: ProgramSource | None = None
         if slot is None or slot not in slot_storage:
             em.line(f"{out} = np.empty({shape_expr}, {np_dtype(buf.dtype)})")
             if slot is not None:
-                slot_storage[slot] = out
+                slot_storage[slot] = (out, shape_expr)
         else:  # reuse the storage of a dead buffer of the same dtype and size
-            em.line(f"{out} = {slot_storage[slot]}.reshape({shape_expr})")
+            storage, storage_shape = slot_storage[slot]
+            if shape_expr == storage_shape:  # (names are never rebound: the same shape)
+                em.line(f"{out} = {storage}")  # a reshape costs numba ~5 ms of compile time
+            else:
+                em.line(f"{out} = {storage}.reshape({shape_expr})")
         return out
 
     from verglas.cpu_backend.rowfusion import emit_row_group, row_groups
@@ -274,8 +321,24 @@ def generate(program, name: str = "program", parent: ProgramSource | None = None
                     else f"{names[b]}.copy()")
         seen.add(b)
     em.line(f"return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
+
+    def buffer_type(var: str):
+        """(dtype, ndim) of the buffer variable `var` (b<id> or in<k>), None for others."""
+        m = re.fullmatch(r"(b|in)(\d+)", var)
+        if m is None:
+            return None
+        k = int(m.group(2))
+        if m.group(1) == "in":
+            if k >= len(program.inputs):
+                return None
+            k = program.inputs[k]
+        if k >= len(program.buffers):
+            return None
+        return program.buffers[k].dtype, program.buffers[k].ndim
+
+    em.lines = reroll(em.lines, src, buffer_type)
     header = f"def {name}({', '.join(args)}):"
-    body = "\n".join([header] + em.lines)
+    body = "\n".join([header] + src._prologue() + em.lines)
     if parent is not None:
         src.functions.append(body)
         src.jit_names.append(name)

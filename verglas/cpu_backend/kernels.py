@@ -13,6 +13,9 @@ import re
 
 import numba
 import numpy as np
+from llvmlite import ir as llvm_ir
+from numba.core import types
+from numba.core.extending import intrinsic
 
 from verglas.cpu_backend.codegen import np_dtype
 from verglas.source import cast_expr
@@ -72,6 +75,8 @@ def scalar_impl(op_name: str, dtype: str | None = None, inline: bool = True):
     options = {"error_model": "numpy"}
     if inline:
         options["inline"] = "always"
+    else:  # only ever called from generated code: no Python or C entry points to build
+        options.update(no_cpython_wrapper=True, no_cfunc_wrapper=True)
     fn = None
     if dtype is not None and op_name not in _EXACT_ONLY:
         try:
@@ -201,30 +206,45 @@ def _bdim(a, b):
 def _emit_elemwise(op, ctx) -> None:
     node = ctx.node
     arrays = []  # (input position, name) of inputs read as arrays
-    scalars = {}  # position -> literal for one-element constants
+    # position -> ("const", 0-d value) for one-element constants, ("read", expression) for the
+    # other one-element inputs (read once, before the loops)
+    sources = {}
     for i, var in enumerate(node.inputs):
         data = ctx.constant_value(i)
         if data is not None and data.size == 1 and all(d == 1 for d in var.type.shape):
-            scalars[i] = literal(data.reshape(()), var.type.dtype, ctx)
-        elif ctx.scalar(i) is not None:  # a known one-element buffer: read it once
-            h = ctx.fresh("h")
-            ctx.line(f"{h} = {ctx.scalar(i)}")
-            scalars[i] = h
-        elif all(d == 1 for d in var.type.shape):  # one element: read it once, before loops
-            h = ctx.fresh("h")
+            sources[i] = ("const", data.reshape(()))
+        elif ctx.scalar(i) is not None:  # a known one-element buffer
+            sources[i] = ("read", ctx.scalar(i))
+        elif all(d == 1 for d in var.type.shape):
             name = ctx.inp(i)
-            ctx.line(f"{h} = {name}[{', '.join('0' * var.ndim) if var.ndim else '()'}]")
-            scalars[i] = h
+            sources[i] = ("read", f"{name}[{', '.join('0' * var.ndim) if var.ndim else '()'}]")
         else:
             arrays.append((i, ctx.inp(i)))
     modes = _broadcast_modes(ctx, arrays)
-    if all(m != "unknown" for mode in modes.values() for m in mode):
-        array_inputs = {i for i, _ in arrays}
-        if ctx.src.shared_ops.get(op, 0) >= 2 and node.outputs[0].ndim and all(
-                i in array_inputs for _, i in op.inplace_pattern):
-            _emit_elemwise_shared(op, ctx, arrays, scalars, modes)
-        else:
-            _emit_elemwise_proven(op, ctx, arrays, scalars, modes)
+    proven = all(m != "unknown" for mode in modes.values() for m in mode)
+    if proven and ctx.src.shared_ops.get(op, 0) >= 2 and node.outputs[0].ndim and all(
+            i in {i for i, _ in arrays} for _, i in op.inplace_pattern):
+        _emit_elemwise_shared(op, ctx, arrays, sources, modes)
+        return
+    scalars = {}  # position -> scalar expression
+    for group in _scalar_groups(ctx, sources):
+        loc = ctx.packed(group[0])
+        if len(group) > 1 and loc is not None:  # a run of packed inputs: one statement
+            hs = [ctx.fresh("h") for _ in group]
+            fn = ctx.helper("scalars_at", _scalars_at)
+            ctx.line(f"{', '.join(hs)} = {fn}(pk{loc[0]}, {ctx.src.offset(loc[1])}, "
+                     f"{len(group)})")
+            scalars.update(zip(group, hs))
+            continue
+        for i in group:
+            kind, value = sources[i]
+            if kind == "const":
+                scalars[i] = literal(value, node.inputs[i].type.dtype, ctx)
+            else:
+                scalars[i] = ctx.fresh("h")
+                ctx.line(f"{scalars[i]} = {value}")
+    if proven:
+        _emit_elemwise_proven(op, ctx, arrays, scalars, modes)
     else:
         _emit_elemwise_generic(op, ctx, arrays, scalars)
 
@@ -264,9 +284,83 @@ class _KernelContext:
         return self.src.add_global(prefix, fn)
 
 
-def _emit_elemwise_shared(op, ctx, arrays, scalars, modes) -> None:
+def _scalar_groups(ctx, sources) -> list[tuple[int, ...]]:
+    """Runs of one-element inputs (in input order, one dtype) that are all constants or
+    consecutive elements of one packed-input array; every other input alone.
+
+    A new shared kernel takes each run of two or more as one array parameter (decided at its
+    first call site); an inline loop reads a packed run with one statement."""
+    groups: list[list[int]] = []
+    prev = None  # (dtype, class, next packed slot) of the last group
+    for i in sorted(sources):
+        dtype = ctx.node.inputs[i].type.dtype
+        kind, _ = sources[i]
+        loc = ctx.packed(i) if kind == "read" else None
+        cls = "const" if kind == "const" else (loc[0] if loc is not None else None)
+        nxt = loc[1] + 1 if loc is not None else None
+        if cls is not None and prev is not None and prev[:2] == (dtype, cls) and (
+                loc is None or loc[1] == prev[2]):
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+        prev = (dtype, cls, nxt) if cls is not None else None
+    return [tuple(g) for g in groups]
+
+
+def _scalar_group_args(ctx, sources, group) -> list[str]:
+    """The arguments passing one-element inputs `group` to a shared kernel: the scalar itself
+    for a group of one, else a 1-d C-contiguous array and the offset where they lie in a row:
+    a packed-input array or the constant pool in the common cases (no statements per element:
+    each costs numba milliseconds; so does a slice, hence the offset)."""
+    dtype = ctx.node.inputs[group[0]].type.dtype
+    if len(group) == 1:
+        kind, value = sources[group[0]]
+        return [literal(value, dtype, ctx) if kind == "const" else value]
+    kinds = {sources[i][0] for i in group}
+    if kinds == {"const"}:
+        name, start = ctx.src.pool_run(dtype, [sources[i][1] for i in group])
+        return [name, ctx.src.offset(start)]
+    locs = [ctx.packed(i) for i in group] if kinds == {"read"} else []
+    if locs and all(loc is not None and loc[0] == locs[0][0] for loc in locs) and all(
+            loc[1] == locs[0][1] + m for m, loc in enumerate(locs)):
+        return [f"pk{locs[0][0]}", ctx.src.offset(locs[0][1])]
+    v = ctx.fresh("sv")  # mixed: build the array element by element
+    ctx.line(f"{v} = np.empty(({len(group)},), {np_dtype(dtype)})")
+    for m, i in enumerate(group):
+        kind, value = sources[i]
+        ctx.line(f"{v}[{m}] = {literal(value, dtype, ctx) if kind == 'const' else value}")
+    return [v, ctx.src.offset(0)]
+
+
+@intrinsic
+def _scalars_at(typingctx, arr, start, count):
+    """The tuple (arr[start], ..., arr[start + count - 1]) for a literal `count`: one call,
+    where indexing element by element costs numba a few milliseconds of compile time each."""
+    if not isinstance(count, types.IntegerLiteral):
+        return None
+    ret = types.UniTuple(arr.dtype, count.literal_value)
+
+    def codegen(context, builder, sig, args):
+        ary = context.make_array(sig.args[0])(context, builder, args[0])
+        items = []
+        for k in range(count.literal_value):
+            index = builder.add(args[1], llvm_ir.Constant(args[1].type, k))
+            ptr = builder.gep(ary.data, [index], inbounds=True)
+            items.append(context.unpack_value(builder, arr.dtype, ptr))
+        return context.make_tuple(builder, ret, items)
+
+    return ret(arr, start, count), codegen
+
+
+HELPER_REFS["_scalars_at"] = _scalars_at
+
+
+def _emit_elemwise_shared(op, ctx, arrays, sources, modes) -> None:
     """A call of one jitted kernel function per distinct (op, broadcasting, layout): an op
-    used many times (see rewrite/kernel_sharing.py) is compiled once."""
+    used many times (see rewrite/kernel_sharing.py) is compiled once.
+
+    Its one-element inputs travel in groups (see _scalar_groups): a call with many scalars
+    then costs numba a few statements, not a few per scalar."""
     node = ctx.node
     ndim = node.outputs[0].ndim
     dims = _proven_dims(ctx, arrays, modes)
@@ -274,29 +368,44 @@ def _emit_elemwise_shared(op, ctx, arrays, scalars, modes) -> None:
     outs = [ctx.alloc(j, shape) for j in range(len(node.outputs))]
     contiguous = {i: ctx.is_contiguous(i) for i, _ in arrays}
     key = (op, tuple((i, tuple(modes[i]), contiguous[i]) for i, _ in arrays),
-           tuple(sorted(scalars)))
-    name = ctx.src.shared_kernels.get(key)
-    if name is None:
+           tuple(sorted(sources)))
+    entry = ctx.src.shared_kernels.get(key)
+    if entry is None:
         name = ctx.src.emitter.fresh("kern")
-        ctx.src.shared_kernels[key] = name
+        groups = _scalar_groups(ctx, sources)
+        ctx.src.shared_kernels[key] = entry = (name, groups)
         kern = ctx.src.child(name)
-        kern.inline_calls = count_calls_of(op.scalar_op, node) <= INLINE_CALL_LIMIT
+        # inlined math only where the program inlines too: else its functions are compiled
+        # anyway, and a call (which LLVM inlines) costs numba less than the copied IR
+        kern.inline_calls = ctx.src.inline_calls and \
+            count_calls_of(op.scalar_op, node) <= INLINE_CALL_LIMIT
         kctx = _KernelContext(kern, ctx, contiguous)
+        params = [f"p{i}" for i, _ in arrays]
+        for k, group in enumerate(groups):
+            if len(group) == 1:
+                params.append(f"s{group[0]}")
+                continue
+            params += [f"sv{k}", f"so{k}"]
+            fn = kctx.helper("scalars_at", _scalars_at)  # into locals before the loops
+            names = ", ".join(f"s{i}" for i in group)
+            kctx.line(f"{names} = {fn}(sv{k}, so{k}, {len(group)})")
         # the kernel serves every call site of this op: its sizes come from its output
         # argument, never from one call site's static shape
         out0 = kctx.alloc(0, None)
         kdims = [f"{out0}.shape[{a}]" for a in range(ndim)]
         _emit_elemwise_proven(op, kctx, [(i, f"p{i}") for i, _ in arrays],
-                              {i: f"s{i}" for i in scalars}, modes, kdims)
-        params = [f"p{i}" for i, _ in arrays] + [f"s{i}" for i in sorted(scalars)] + \
-            [f"o{j}" for j in range(len(node.outputs)) if j not in kctx._inplace]
+                              {i: f"s{i}" for i in sources}, modes, kdims)
+        params += [f"o{j}" for j in range(len(node.outputs)) if j not in kctx._inplace]
         kern.emitter.line("return")
         ctx.src.functions.append("\n".join([f"def {name}({', '.join(params)}):"]
                                            + kern.emitter.lines))
         ctx.src.jit_names.append(name)
+    name, groups = entry
     inplace = dict(op.inplace_pattern)
-    args = [n for _, n in arrays] + [scalars[i] for i in sorted(scalars)] + \
-        [o for j, o in enumerate(outs) if j not in inplace]
+    args = [n for _, n in arrays]
+    for group in groups:
+        args += _scalar_group_args(ctx, sources, group)
+    args += [o for j, o in enumerate(outs) if j not in inplace]
     ctx.line(f"{name}({', '.join(args)})")
 
 
@@ -322,9 +431,30 @@ def _broadcast_modes(ctx, arrays) -> dict:
     return modes
 
 
+def _input_uses(sop, n: int) -> list[int]:
+    """How many times the scalar code of `sop` reads each of its `n` inputs."""
+    inner = getattr(sop, "fgraph", None)
+    if inner is None:
+        return [1] * n
+    uses = dict.fromkeys(inner.inputs, 0)
+    for node in inner.toposort():
+        for v in node.inputs:
+            if v in uses:
+                uses[v] += 1
+    for v in inner.outputs:
+        if v in uses:
+            uses[v] += 1
+    return [uses[v] for v in inner.inputs]
+
+
 def _elemwise_body(ctx, op, scalars, index_of, out_index):
     node = ctx.node
     args = [scalars[i] if i in scalars else index_of(i) for i in range(len(node.inputs))]
+    for i, n in enumerate(_input_uses(op.scalar_op, len(args))):
+        if n > 1 and i not in scalars:  # read an element once: each read costs numba ~4 ms
+            x = ctx.fresh("x")
+            ctx.line(f"{x} = {args[i]}")
+            args[i] = x
     results = scalar_expr(ctx, op.scalar_op, args, [v.type.dtype for v in node.inputs],
                           [o.type.dtype for o in node.outputs])
     for res, target in zip(results, out_index):
@@ -377,14 +507,18 @@ def _emit_elemwise_proven(op, ctx, arrays, scalars, modes, dims=None) -> None:
     if flat:
         size = ctx.fresh("n")
         ctx.line(f"{size} = {' * '.join(dims)}")
-        flats = {}
-        for i, name in arrays:
-            flats[i] = ctx.fresh("f")
-            ctx.line(f"{flats[i]} = {name}.reshape({size})")
-        oflat = []
-        for o in outs:
-            oflat.append(ctx.fresh("fo"))
-            ctx.line(f"{oflat[-1]} = {o}.reshape({size})")
+        views = {}  # array name -> its 1-d view (each reshape costs numba ~4 ms)
+
+        def flat_view(name, prefix):
+            if ndim == 1:
+                return name
+            if name not in views:
+                views[name] = ctx.fresh(prefix)
+                ctx.line(f"{views[name]} = {name}.reshape({size})")
+            return views[name]
+
+        flats = {i: flat_view(name, "f") for i, name in arrays}
+        oflat = [flat_view(o, "fo") for o in outs]  # an inplace output: its input's view
         idx = ctx.fresh("i")
         ctx.line(f"for {idx} in range({size}):")
         with ctx.indent():
@@ -564,13 +698,20 @@ def _emit_make_vector(op, ctx) -> None:
 @numba.njit(cache=False)
 def _sum_to_shape(g, target, out):
     # out has g's rank; each g element adds into the element whose broadcast axes are 0
+    same = True
     for a in range(g.ndim):
-        if target[a] != g.shape[a] and target[a] != 1:
-            raise ValueError("SumToShape: cannot reduce to the requested shape")
-    out[...] = 0
+        if target[a] != g.shape[a]:
+            same = False
+            if target[a] != 1:
+                raise ValueError("SumToShape: cannot reduce to the requested shape")
     gv = np.ascontiguousarray(g).reshape(g.size)
     ov = out.reshape(out.size)
     n = g.size
+    if same:  # nothing was broadcast (the usual case): a vectorized copy
+        for flat in range(n):
+            ov[flat] = gv[flat]
+        return
+    out[...] = 0
     for flat in range(n):
         rem = flat
         o = 0
@@ -586,27 +727,13 @@ def _sum_to_shape(g, target, out):
 
 @emit.register(SumToShape)
 def _emit_sum_to_shape(op, ctx) -> None:
+    # one helper call, also for the usual equal-shape copy: an inline loop per call site cost
+    # ~60 ms of numba compile each (mlp_grad has six), the helper is compiled once
     g, shp = ctx.inp(0), ctx.inp(1)
     ndim = ctx.input_var(0).ndim
     shape = "(" + "".join(f"{shp}[{a}], " for a in range(ndim)) + ")"
     out = ctx.alloc(0, shape)
-    fn = ctx.helper("sum_to_shape", _sum_to_shape)
-    if ctx.is_contiguous(0) and ndim:
-        # nothing was broadcast (the usual case): a vectorized copy
-        n, k, fo, fg = ctx.fresh("n"), ctx.fresh("k"), ctx.fresh("fo"), ctx.fresh("fg")
-        ctx.line(f"if {g}.shape == {shape}:")
-        with ctx.indent():  # a loop, not `a[:] = b`: its size check's message costs seconds
-            ctx.line(f"{n} = {g}.size")
-            ctx.line(f"{fo} = {out}.reshape({n})")
-            ctx.line(f"{fg} = {g}.reshape({n})")
-            ctx.line(f"for {k} in range({n}):")
-            with ctx.indent():
-                ctx.line(f"{fo}[{k}] = {fg}[{k}]")
-        ctx.line("else:")
-        with ctx.indent():
-            ctx.line(f"{fn}({g}, {shp}, {out})")
-    else:
-        ctx.line(f"{fn}({g}, {shp}, {out})")
+    ctx.line(f"{ctx.helper('sum_to_shape', _sum_to_shape)}({g}, {shp}, {out})")
 
 
 # The other ops' kernels register themselves into `emit` (and their helpers) on import.

@@ -50,7 +50,6 @@ class ProgramSource:
         self.arg_constants: list | None = []  # large constants passed as arguments
         self.functions: list[str] = []  # extra top-level functions (sub-programs)
         self._constants: dict = {}
-        self.inline_calls = True  # inline jitted scalar functions (see kernels.INLINE_CALL_LIMIT)
         self.shared_ops: dict = {}  # elementwise ops used twice or more: one kernel function
         # (op, broadcasting, layout) -> (kernel function name, its scalar groups)
         self.shared_kernels: dict = {}
@@ -75,7 +74,6 @@ class ProgramSource:
         child.functions, child.jit_names = self.functions, self.jit_names
         child.sub_functions = self.sub_functions
         child._constants = self._constants
-        child.inline_calls = self.inline_calls
         child.shared_kernels = self.shared_kernels
         return child
 
@@ -224,7 +222,7 @@ def generate(program, name: str = "program", parent: ProgramSource | None = None
 
     With a `parent`, the function is added to the parent's extra functions (a sub-program).
     """
-    from verglas.cpu_backend.kernels import INLINE_CALL_LIMIT, count_calls, emit
+    from verglas.cpu_backend.kernels import emit
     from verglas.cpu_backend.reroll import reroll
 
     src = ProgramSource(name) if parent is None else parent.child(name)
@@ -234,8 +232,6 @@ def generate(program, name: str = "program", parent: ProgramSource | None = None
 
     src.shared_ops = {op: n for op, n in Counter(
         s.node.op for s in program.steps if isinstance(s.node.op, Elemwise)).items() if n >= 2}
-    if parent is None:
-        src.inline_calls = count_calls(program, src.shared_ops) <= INLINE_CALL_LIMIT
     em = src.emitter
     names = _Names(em)
     contiguous: dict[int, bool] = {}

@@ -25,7 +25,7 @@ from verglas.ops import scalar as s
 from verglas.ops.elemwise import DimShuffle, Elemwise
 from verglas.ops.shape import MakeVector, Shape, ShapeI, SumToShape
 
-__all__ = ["emit", "scalar_impl", "literal", "count_calls", "register_helper", "helper_ref",
+__all__ = ["emit", "scalar_impl", "literal", "register_helper", "helper_ref",
            "resolve_helper",
            "HELPER_REFS"]
 
@@ -61,22 +61,18 @@ def emit(op, ctx) -> None:
 _EXACT_ONLY = frozenset({"pow"})
 
 
-# Above this many calls of jitted scalar functions in one generated function, they are called
-# rather than inlined: numba copies an inlined function's IR into every call site and its passes
-# grow superlinearly with function size (29 inlined sin calls in one loop: 8 s to compile; 500:
-# minutes), while a call blocks SIMD vectorization of its loop (tanh float32: 1.2 ms instead of
-# 0.19 ms per 131k elements). The benchmark programs have at most 4 calls per function.
-INLINE_CALL_LIMIT = 8
-
-
 @functools.cache
-def scalar_impl(op_name: str, dtype: str | None = None, inline: bool = True):
-    """The jitted scalar implementation of scalar op `op_name` (vectorizable one if any)."""
-    options = {"error_model": "numpy"}
-    if inline:
-        options["inline"] = "always"
-    else:  # only ever called from generated code: no Python or C entry points to build
-        options.update(no_cpython_wrapper=True, no_cfunc_wrapper=True)
+def scalar_impl(op_name: str, dtype: str | None = None):
+    """The jitted scalar implementation of scalar op `op_name` (vectorizable one if any).
+
+    Generated loops call it and LLVM inlines the call and vectorizes the loop as if the body
+    were written there (measured: tanh/exp/sin/log/sigmoid, float32 and float64, within 10% of
+    the IR-inlined run time). numba's own inlining (inline="always") would copy the function's
+    IR into every call site instead: its passes grow superlinearly with function size (29
+    inlined sin in one loop took 8 s to compile) and prange loops pay for it twice (softmax's
+    parallel compile 1.0-1.5 s inlined, 0.9 s called)."""
+    # only ever called from generated code: no Python or C entry points to build
+    options = {"error_model": "numpy", "no_cpython_wrapper": True, "no_cfunc_wrapper": True}
     fn = None
     if dtype is not None and op_name not in _EXACT_ONLY:
         try:
@@ -88,7 +84,7 @@ def scalar_impl(op_name: str, dtype: str | None = None, inline: bool = True):
             fn = numba.njit(fastmath=set(FASTMATH), **options)(fast.py_func)
     if fn is None:
         fn = numba.njit(**options)(s.SCALAR_OPS[op_name].impl)
-    _SCALAR_REFS[id(fn)] = ("scalar", op_name, dtype, inline)
+    _SCALAR_REFS[id(fn)] = ("scalar", op_name, dtype)
     return fn
 
 
@@ -111,31 +107,6 @@ def _substitute(expr: str, args: list[str]) -> str:
     """`expr` (over x, y, z) with the argument expressions put in."""
     names = dict(zip(("x", "y", "z"), args))
     return re.sub(r"\b[xyz]\b", lambda m: f"({names[m.group(0)]})", expr)
-
-
-def count_calls_of(scalar_op, node) -> int:
-    """How many jitted scalar-function calls one loop computing `scalar_op` contains."""
-    inner = getattr(scalar_op, "fgraph", None)
-    nodes = inner.toposort() if inner is not None else [node]
-    count = 0
-    for n in nodes:
-        sop = n.op.scalar_op if isinstance(n.op, Elemwise) else n.op
-        dtype = n.outputs[0].type.dtype
-        if _vmath(sop.name, dtype) is not None or (
-                sop.impl_expr is None and not isinstance(sop, s.Cast)):
-            count += 1
-    return count
-
-
-def count_calls(program, shared=()) -> int:
-    """How many jitted scalar-function calls the program's own elementwise loops will contain
-    (the ops in `shared` get kernel functions of their own)."""
-    count = 0
-    for step in program.steps:
-        op = step.node.op
-        if isinstance(op, Elemwise) and op not in shared:
-            count += count_calls_of(op.scalar_op, step.node)
-    return count
 
 
 def _vmath(op_name: str, dtype: str):
@@ -175,7 +146,7 @@ def scalar_expr(ctx, sop, args: list[str], arg_dtypes: list[str], out_dtypes) ->
         expr = f"not {args[0]}"
         exact_type = True
     elif _vmath(sop.name, out_dtype) is not None:
-        fn = ctx.helper(f"f_{sop.name}_", scalar_impl(sop.name, out_dtype, ctx.src.inline_calls))
+        fn = ctx.helper(f"f_{sop.name}_", scalar_impl(sop.name, out_dtype))
         expr = f"{fn}({', '.join(args)})"
         exact_type = True
     elif sop.impl_expr is not None:
@@ -184,7 +155,7 @@ def scalar_expr(ctx, sop, args: list[str], arg_dtypes: list[str], out_dtypes) ->
         exact_type = (sop.name in _TYPE_PRESERVING and floats_alike) or (
             sop.name in _BOOL_RESULT and out_dtype == "bool")
     else:
-        fn = ctx.helper(f"f_{sop.name}_", scalar_impl(sop.name, None, ctx.src.inline_calls))
+        fn = ctx.helper(f"f_{sop.name}_", scalar_impl(sop.name, None))
         expr = f"{fn}({', '.join(args)})"
     ctx.line(f"{name} = {expr if exact_type else cast_expr(expr, out_dtype)}")
     return [name]
@@ -375,10 +346,6 @@ def _emit_elemwise_shared(op, ctx, arrays, sources, modes) -> None:
         groups = _scalar_groups(ctx, sources)
         ctx.src.shared_kernels[key] = entry = (name, groups)
         kern = ctx.src.child(name)
-        # inlined math only where the program inlines too: else its functions are compiled
-        # anyway, and a call (which LLVM inlines) costs numba less than the copied IR
-        kern.inline_calls = ctx.src.inline_calls and \
-            count_calls_of(op.scalar_op, node) <= INLINE_CALL_LIMIT
         kctx = _KernelContext(kern, ctx, contiguous)
         params = [f"p{i}" for i, _ in arrays]
         for k, group in enumerate(groups):

@@ -193,6 +193,30 @@ def _inlined(program, members, local) -> dict:
     return out
 
 
+def _riding(program, members, inlined) -> dict:
+    """{reduce step index: elementwise step index} for the reductions over an elementwise
+    output that other steps read too: accumulated in the producer's own column loop as each
+    value is stored (softmax's sum of exp), one pass over the row fewer."""
+    out = {}
+    for pos, step in enumerate(members):
+        if not _is_reduce(step.node.op):
+            continue
+        x = step.inputs[0]
+        k = next((k for k, e in enumerate(members[:pos]) if x in e.outputs), None)
+        if k is None:
+            continue
+        producer = members[k]
+        if (producer.index in inlined or not isinstance(producer.node.op, Elemwise)
+                or len(producer.outputs) != 1
+                or producer.node.outputs[0].type.shape[1] == 1):
+            continue
+        between = members[k + 1:pos]
+        if any(program.buffers[o].takes_over == x for s in between for o in s.outputs):
+            continue  # overwritten before the reduction would read it
+        out[step.index] = producer.index
+    return out
+
+
 def emit_row_group(contexts) -> None:
     """Emit the steps of one group (their StepContexts, in order) as one loop over rows."""
     from verglas.cpu_backend.kernels import _elemwise_body, literal
@@ -204,6 +228,7 @@ def emit_row_group(contexts) -> None:
     members = [c.step for c in contexts]
     local = _row_locals(program, members)
     inlined = _inlined(program, members, local)
+    riding = _riding(program, members, inlined)
     first = contexts[0]
     rows = None
     for i, var in enumerate(first.node.inputs):
@@ -306,6 +331,46 @@ def emit_row_group(contexts) -> None:
 
         _elemwise_body(ctx, ctx.op, scalars, index_of, targets)
 
+    def reduce_start(ctx):
+        """Emit a row reduction's accumulators; the state reduce_update/finish use."""
+        op = ctx.node.op
+        out_dtype = ctx.node.outputs[0].dtype
+        # a row's float32 sum accumulates in float32 SIMD lanes (reassociated, so each lane
+        # adds cols/32 values): a float64 accumulator halves the lanes and, fed by an inlined
+        # exp, kept the loop scalar (logsumexp 3.1 -> 1.6 ms measured)
+        acc = ctx.fresh("acc")
+        if isinstance(op, (Max, Min)) and out_dtype in ("float32", "float64"):
+            key, value = (ctx.helper(f"{f.py_func.__name__}_", f)
+                          for f in _order_helpers()[out_dtype])
+            nan = ctx.fresh("nan")  # tracked apart so the max itself stays a SIMD select
+            ctx.line(f"{nan} = False")
+            bits = np.iinfo("int32" if out_dtype == "float32" else "int64")
+            extreme = bits.min if isinstance(op, Max) else bits.max
+            ctx.line(f"{acc} = np.{bits.dtype}({extreme})")
+            return ctx, acc, (nan, key, value, "max" if isinstance(op, Max) else "min")
+        ctx.line(f"{acc} = {_identity(op, out_dtype)}")
+        return ctx, acc, None
+
+    def reduce_update(state, t):
+        ctx, acc, order = state
+        if order is None:
+            ctx.line(f"{acc} = {_combine(ctx.node.op, acc, t, ctx.node.outputs[0].dtype)}")
+            return
+        nan, key, _, pick = order
+        ctx.line(f"{acc} = {pick}({acc}, {key}({t}))")
+        ctx.line(f"{nan} = {nan} | ({t} != {t})")
+
+    def reduce_finish(state):
+        ctx, acc, order = state
+        if order is not None:
+            nan, _, value, _ = order
+            ctx.line(f"{acc} = np.nan if {nan} else {value}({acc})")
+        if ctx.step.outputs[0] in local:
+            ctx.line(f"{ctx.out(0)} = {np_dtype(ctx.node.outputs[0].dtype)}({acc})")
+        else:
+            index = f"[{r}, 0]" if ctx.node.op.keepdims else f"[{r}]"
+            ctx.line(f"{ctx.out(0)}{index} = {acc}")
+
     em.line(f"for {r} in {'numba.prange' if parallel else 'range'}({rows}):")
     em.depth += 1
     body_start = len(em.lines)
@@ -315,59 +380,40 @@ def emit_row_group(contexts) -> None:
             continue
         plan = plans[step.index]
         if plan[0] == "reduce":
-            op = ctx.node.op
+            if step.index in riding:
+                continue  # computed in its producer's loop
             x = step.inputs[0]
             producer = next((s for s in members if s.index in inlined and s.outputs[0] == x),
                             None)
             cols = cols_of[x] if x in local else f"{ctx.inp(0)}.shape[1]"
-            out_dtype = ctx.node.outputs[0].dtype
-            # a row's float32 sum accumulates in float32 SIMD lanes (reassociated, so each
-            # lane adds cols/32 values): a float64 accumulator halves the lanes and, fed by
-            # an inlined exp, kept the loop scalar (logsumexp 3.1 -> 1.6 ms measured)
-            acc_dtype = out_dtype
-            acc, j, t = ctx.fresh("acc"), ctx.fresh("j"), ctx.fresh("t")
-            nan = None
-            if isinstance(op, (Max, Min)) and out_dtype in ("float32", "float64"):
-                key, value = (ctx.helper(f"{f.py_func.__name__}_", f)
-                              for f in _order_helpers()[out_dtype])
-                nan = ctx.fresh("nan")  # tracked apart so the max itself stays a SIMD select
-                ctx.line(f"{nan} = False")
-                bits = np.iinfo("int32" if out_dtype == "float32" else "int64")
-                extreme = bits.min if isinstance(op, Max) else bits.max
-                ctx.line(f"{acc} = np.{bits.dtype}({extreme})")
-                pick = "max" if isinstance(op, Max) else "min"
-            else:
-                ctx.line(f"{acc} = {_identity(op, acc_dtype)}")
+            state = reduce_start(ctx)
+            j, t = ctx.fresh("j"), ctx.fresh("t")
             ctx.line(f"for {j} in range({cols}):")
             with ctx.indent():
                 if producer is not None:
                     elemwise_body(plans[producer.index], j, [t])
                 else:
                     ctx.line(f"{t} = {at(ctx, x, r, j)}")
-                if nan is not None:
-                    ctx.line(f"{acc} = {pick}({acc}, {key}({t}))")
-                    ctx.line(f"{nan} = {nan} | ({t} != {t})")
-                else:
-                    ctx.line(f"{acc} = {_combine(op, acc, t, acc_dtype)}")
-            if nan is not None:
-                ctx.line(f"{acc} = np.nan if {nan} else {value}({acc})")
-            out = step.outputs[0]
-            if out in local:
-                ctx.line(f"{ctx.out(0)} = {np_dtype(ctx.node.outputs[0].dtype)}({acc})")
-            else:
-                index = f"[{r}, 0]" if op.keepdims else f"[{r}]"
-                ctx.line(f"{ctx.out(0)}{index} = {acc}")
+                reduce_update(state, t)
+            reduce_finish(state)
             continue
         cols = plan[4]
+        riders = [plans[k][1] for k, e in riding.items() if e == step.index]
+        states = [reduce_start(c) for c in riders]
         j = ctx.fresh("j")
         inner = cols != "1"
         if inner:
             ctx.line(f"for {j} in range({cols}):")
             em.depth += 1
         col = j if inner else "0"
-        elemwise_body(plan, col, [at(ctx, b, r, col) for b in step.outputs])
+        targets = [at(ctx, b, r, col) for b in step.outputs]
+        elemwise_body(plan, col, targets)
+        for state in states:  # the value just stored: LLVM forwards it, no load
+            reduce_update(state, targets[0])
         if inner:
             em.depth -= 1
+        for state in states:
+            reduce_finish(state)
     top = []  # each row's views: its rows of the 2-d buffers, its thread's scratch rows
     if parallel:
         tid = ctx0.fresh("tid")

@@ -57,11 +57,12 @@ result is finite but wrong (inf/nan inputs still give nan).  pow(float64) loses
 |y*log(x)| * 2^-53 relative accuracy (up to ~1e-13 near overflow); pow(float32) is exact
 enough because the float64 error stays far below a float32 ulp.
 
-The kernels are ``inline="always"``, so they take the *caller's* fastmath flags and error
-model.  ``FASTMATH = {"contract"}`` (FMA) is what they are written for; never add 'nnan' or
-'ninf' (the NaN/inf handling relies on IEEE compares).  The steps that a 'reassoc' caller
-would break (round-to-integer, Cody-Waite reductions, error-compensation terms)
-avoid folding targets: rounding is ``llvm.rint`` (not the 1.5*2^52 shifter trick), the
+Generated code calls them as functions compiled with ``FASTMATH = {"contract"}`` (FMA), what
+they are written for (kernels.scalar_impl; LLVM inlines the call into the vectorized loop);
+the building blocks here are ``inline="always"`` into them.  Never add 'nnan' or 'ninf' (the
+NaN/inf handling relies on IEEE compares).  Should a caller inline them, the steps that a
+'reassoc' caller would break (round-to-integer, Cody-Waite reductions, error-compensation
+terms) avoid folding targets: rounding is ``llvm.rint`` (not the 1.5*2^52 shifter trick), the
 Cody-Waite products use two SSA copies of k, and log1p needs no compensation term; so callers
 compiled with {"nsz", "arcp", "contract", "reassoc"} stay accurate (checked by the tests),
 though 'nsz' may turn a -0.0 result into +0.0.  Division is a bare fdiv: numba's '/' adds a

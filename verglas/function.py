@@ -227,11 +227,14 @@ def _fast_call(function: Function):
               f"    if len(args) == {n}:\n"
               f"        {unpack}\n"
               f"        if {test}:\n"
-              f"            r = JIT({', '.join(call_args)}{consts})\n"
+              f"            try:\n"
+              f"                r = JIT({', '.join(call_args)}{consts})\n"
+              f"            except RETRY:\n"  # broadcasting at run time: the general program
+              f"                return checked(*args)\n"
               f"            return {result}\n"
               f"    return checked(*args)\n")
     namespace = {"ndarray": np.ndarray, "JIT": runner.jitted, "checked": function._call_checked,
-                 "array": np.array}
+                 "array": np.array, "RETRY": getattr(runner, "retry_on", ())}
     namespace.update({f"P{j}": np.dtype(d) for j, (d, _) in enumerate(runner.packing)})
     namespace.update({f"D{k}": spec[0] for k, spec in enumerate(function._specs)})
     namespace.update({f"C{k}": c for k, c in enumerate(runner.arg_constants)})

@@ -61,6 +61,9 @@ class ProgramSource:
         self.pools: dict[str, list] = {}
         self._pool_runs: dict = {}  # (dtype, value reprs) -> offset of that run in the pool
         self.uses_zero = False  # whether the function needs `zo` (see offset)
+        # assume no run-time broadcasting (dims not statically 1 are equal): kernels check it
+        # and raise RuntimeBroadcast, and the runner falls back to the general program
+        self.specialized = False
 
     def child(self, name: str) -> ProgramSource:
         """A source for one extra function sharing this one's globals and name allocator.
@@ -75,6 +78,7 @@ class ProgramSource:
         child.sub_functions = self.sub_functions
         child._constants = self._constants
         child.shared_kernels = self.shared_kernels
+        child.specialized = self.specialized
         return child
 
     def constant(self, value) -> str:
@@ -216,16 +220,20 @@ class StepContext:
         return name
 
 
-def generate(program, name: str = "program", parent: ProgramSource | None = None
-             ) -> ProgramSource:
+def generate(program, name: str = "program", parent: ProgramSource | None = None,
+             specialized: bool = False) -> ProgramSource:
     """The source of one function computing `program` (its kernels registered in kernels.py).
 
     With a `parent`, the function is added to the parent's extra functions (a sub-program).
+    `specialized`: for inputs whose dims only broadcast where they are statically 1 (see
+    ProgramSource.specialized).
     """
     from verglas.cpu_backend.kernels import emit
     from verglas.cpu_backend.reroll import reroll
 
     src = ProgramSource(name) if parent is None else parent.child(name)
+    if parent is None:
+        src.specialized = specialized
     from collections import Counter
 
     from verglas.ops.elemwise import Elemwise

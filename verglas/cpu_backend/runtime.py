@@ -7,6 +7,7 @@ module's globals (constants, jitted helpers) are stored beside it and re-resolve
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import pickle
 import sys
@@ -17,6 +18,7 @@ import numpy as np
 
 from verglas.cpu_backend import cache
 from verglas.cpu_backend.codegen import generate
+from verglas.cpu_backend.kernels import RuntimeBroadcast
 
 __all__ = ["CPURunner", "build_runner", "JIT_OPTIONS"]
 
@@ -25,6 +27,7 @@ JIT_OPTIONS = dict(nogil=True, error_model="numpy",
                    fastmath={"nsz", "arcp", "contract", "reassoc"})
 
 _lock = threading.Lock()
+_general_lock = threading.RLock()
 
 _PARALLEL_PASSES = ("comprehension", "reduction", "inplace_binop", "setitem", "numpy", "stencil",
                     "fusion")
@@ -38,7 +41,8 @@ def _program_options(parallel: bool, **extra) -> dict:
         options["parallel"] = dict({name: False for name in _PARALLEL_PASSES}, prange=True)
     return options
 
-HEADER = "import math\n\nimport numba\nimport numpy as np\n\n"
+HEADER = ("import math\n\nimport numba\nimport numpy as np\n\n"
+          "from verglas.cpu_backend.kernels import RuntimeBroadcast\n\n")
 
 
 def _module_text(src) -> str:
@@ -48,14 +52,26 @@ def _module_text(src) -> str:
 def build_runner(program, key: str | None = None):
     """A CPURunner for `program`; with a cache `key`, its code is stored and reused on disk.
 
+    The program is generated for calls whose inputs only broadcast along dims that are
+    statically 1 (the usual case, and far less code to compile); a call that broadcasts at
+    run time raises RuntimeBroadcast inside it, and the runner then compiles (once) and runs
+    the general program.
+
     The key covers the graph and verglas's own source, so a stored entry's source is exactly
     what generating again would give: a warm start loads it instead.
     """
+    runner = _build(program, key, specialized=True)
+    runner.general = functools.partial(_build, program, key and key + "-general",
+                                       specialized=False)
+    return runner
+
+
+def _build(program, key: str | None, specialized: bool):
     if key is not None:
         runner = _load_runner(program, key)
         if runner is not None:
             return runner
-    src = generate(program)
+    src = generate(program, specialized=specialized)
     text = _module_text(src)
     if key is None:
         namespace = dict(src.globals)
@@ -161,6 +177,8 @@ def _resolve_globals(spec: dict) -> dict:
 class CPURunner:
     """Calls the jitted program with C-contiguous inputs and the constant arguments."""
 
+    retry_on = RuntimeBroadcast  # what a caller of `jitted` hands back to __call__
+
     def __init__(self, program, jitted, arg_constants, source: str, packing=()):
         self.program = program
         self.jitted = jitted
@@ -176,6 +194,8 @@ class CPURunner:
         types += [numba.typeof(np.empty(len(ks), dtype=d)) for d, ks in self.packing]
         types += [numba.typeof(c) for c in self.arg_constants]
         self.signature = tuple(types)
+        self.general = None  # () -> the runner of the general program (see build_runner)
+        self._general = None
 
     def compile(self) -> None:
         """Compile (or load from numba's cache) the signature every call uses."""
@@ -190,4 +210,17 @@ class CPURunner:
         return out
 
     def __call__(self, args: list) -> list:
-        return list(self.jitted(*self.arguments(args), *self.arg_constants))
+        try:
+            return list(self.jitted(*self.arguments(args), *self.arg_constants))
+        except RuntimeBroadcast:
+            return self.general_runner()(args)
+
+    def general_runner(self) -> CPURunner:
+        """The runner of the general program, built on first use (one thread builds it)."""
+        if self._general is None:
+            with _general_lock:
+                if self._general is None:
+                    runner = self.general()
+                    runner.compile()
+                    self._general = runner
+        return self._general

@@ -1,0 +1,85 @@
+"""Programs specialized for no run-time broadcasting: the usual call runs the small program,
+a call that broadcasts a length-1 dim at run time (or mismatches) runs the general one."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import verglas as vg
+from tests.cpu_backend.utils import compare_backend, compile_pair, expect_error, rng
+
+
+@pytest.fixture(scope="module")
+def bias_grad():
+    x = vg.tensor("x", shape=(None, None), dtype="float32")
+    w = vg.tensor("w", shape=(None, None), dtype="float32")
+    b = vg.tensor("b", shape=(None,), dtype="float32")
+    h = vg.tanh(x @ w + b)
+    cost = vg.sum(vg.sqr(h))
+    return [x, w, b], [h, *vg.grad(cost, [x, w, b])]
+
+
+def _arrays(n, k, m, bias, seed=0):
+    g = rng(seed)
+    return [g.normal(size=(n, k)).astype("float32"), g.normal(size=(k, m)).astype("float32"),
+            g.normal(size=(bias,)).astype("float32")]
+
+
+def test_specialized_source_has_no_broadcast_copies(bias_grad):
+    fast, _ = compile_pair(*bias_grad)
+    source = fast._runner.source
+    assert "RuntimeBroadcast" in source
+    assert "broadcast_into" not in source and "sum_to_shape" not in source
+    assert fast._runner._general is None  # nothing general compiled for the usual calls
+    compare_backend(*bias_grad, _arrays(5, 3, 4, 4))
+    assert fast._runner._general is None
+
+
+@pytest.mark.parametrize("n,k,m,bias", [(5, 3, 1, 4), (1, 3, 1, 6), (5, 3, 4, 1), (0, 2, 1, 3)])
+def test_run_time_broadcasting_runs_the_general_program(bias_grad, n, k, m, bias):
+    compare_backend(*bias_grad, _arrays(n, k, m, bias, seed=n + m))
+    fast, _ = compile_pair(*bias_grad)
+    if max(m, bias) > 1 and m != bias:
+        assert fast._runner._general is not None
+
+
+def test_incompatible_shapes_raise_numpys_error(bias_grad):
+    expect_error(*bias_grad, _arrays(5, 3, 4, 3), ValueError, "cannot be broadcast")
+
+
+def test_fast_and_checked_paths_both_fall_back(bias_grad):
+    fast, ref = compile_pair(*bias_grad)
+    arrays = _arrays(4, 2, 1, 3, seed=9)
+    want = ref(*arrays)
+    for got in (fast(*arrays), fast(*[np.asfortranarray(a) for a in arrays])):
+        for g, e in zip(got, want):
+            np.testing.assert_allclose(g, e, rtol=2e-5, atol=1e-5)
+
+
+def test_threads_mixing_both_programs():
+    x = vg.tensor("x", shape=(None, None), dtype="float64")
+    y = vg.tensor("y", shape=(None, None), dtype="float64")
+    outs = vg.grad(vg.sum(vg.exp(x * y) + x), [x, y])
+    fast, ref = compile_pair([x, y], outs)
+    shapes = [((3, 4), (3, 4)), ((1, 4), (3, 4)), ((3, 1), (1, 4)), ((2, 2), (2, 2))]
+    data = [[rng(k).normal(size=s) for s in shapes[k % 4]] for k in range(8)]
+    expected = [ref(*d) for d in data]
+    errors = []
+
+    def work(k):
+        try:
+            for _ in range(100):
+                for g, e in zip(fast(*data[k]), expected[k]):
+                    np.testing.assert_allclose(g, e, rtol=1e-12)
+        except Exception as exc:  # reported below: a thread's assert does not fail the test
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]

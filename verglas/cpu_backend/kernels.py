@@ -685,7 +685,9 @@ def _emit_shape(op, ctx) -> None:
 
 @emit.register(ShapeI)
 def _emit_shape_i(op, ctx) -> None:
-    ctx.line(f"{ctx.out(0)} = np.array({ctx.inp(0)}.shape[{op.i}], dtype=np.int64)")
+    # a scalar: read where it is used (a MakeVector entry, a loop bound), a 0-d array only if
+    # something needs the array itself
+    ctx.set_scalar(0, f"{ctx.inp(0)}.shape[{op.i}]")
 
 
 @emit.register(MakeVector)
@@ -694,7 +696,7 @@ def _emit_make_vector(op, ctx) -> None:
     out = ctx.out(0)
     ctx.line(f"{out} = np.empty({len(ctx.node.inputs)}, {np_dtype(op.dtype)})")
     for i in range(len(ctx.node.inputs)):
-        ctx.line(f"{out}[{i}] = {ctx.inp(i)}.item()")
+        ctx.line(f"{out}[{i}] = {ctx.scalar(i) or ctx.inp(i) + '.item()'}")
 
 
 @register_helper
@@ -731,12 +733,9 @@ def _sum_to_shape(g, target, out):
 @register_helper
 @numba.njit(cache=False, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _copy_into(g, out):
-    """out[...] = g for arrays of one shape, `out` C-contiguous (a vectorized flat copy when g
-    is C-contiguous too)."""
-    ov = out.reshape(out.size)
-    gv = np.ascontiguousarray(g).reshape(g.size)
-    for k in range(ov.size):
-        ov[k] = gv[k]
+    """out[:] = g for 1-d C-contiguous arrays of one length (the call site flattens them)."""
+    for k in range(out.shape[0]):
+        out[k] = g[k]
 
 
 @emit.register(SumToShape)
@@ -752,7 +751,9 @@ def _emit_sum_to_shape(op, ctx) -> None:
             ctx.line(f"raise RuntimeBroadcast({str(op)!r})")
         shape = "(" + "".join(f"{g}.shape[{a}], " for a in range(ndim)) + ")"
         out = ctx.alloc(0, shape)
-        ctx.line(f"{ctx.helper('copy_into', _copy_into)}({g}, {out})")
+        src = g if ctx.is_contiguous(0) else f"np.ascontiguousarray({g})"
+        ctx.line(f"{ctx.helper('copy_into', _copy_into)}({src}.reshape({src}.size), "
+                 f"{out}.reshape({out}.size))")
         return
     out = ctx.alloc(0, shape)
     ctx.line(f"{ctx.helper('sum_to_shape', _sum_to_shape)}({g}, {shp}, {out})")

@@ -12,7 +12,8 @@ import pytest
 
 import verglas as vg
 from verglas.cpu_backend.rowfusion import row_groups
-from tests.cpu_backend.utils import compare_backend, compile_pair, expect_error, rng
+from tests.cpu_backend.utils import (calls_in_threads, compare_backend, compile_pair,
+                                     expect_error, rng)
 
 
 def _outputs(x, w):
@@ -95,7 +96,6 @@ def test_groups_are_formed_and_empty_rows_raise():
 def test_parallel_rows_under_concurrent_calls():
     """Row loops run on numba's thread pool (prange) when a thread-safe layer loads: 8 Python
     threads calling one Function at once must each get their own scratch rows."""
-    import threading
 
     from verglas.cpu_backend.threads import parallel_rows
 
@@ -105,19 +105,4 @@ def test_parallel_rows_under_concurrent_calls():
     assert ("numba.prange" in fast._runner.source) == parallel_rows()
     data = [rng(k).normal(size=(64 + k, 33)).astype("float32") for k in range(8)]
     expected = [ref(d) for d in data]
-    errors = []
-
-    def work(k):
-        try:
-            for _ in range(200):
-                for g, e in zip(fast(data[k]), expected[k]):
-                    np.testing.assert_allclose(g, e, rtol=2e-5, atol=1e-6)
-        except Exception as exc:  # reported below: a thread's assert does not fail the test
-            errors.append(exc)
-
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors[0]
+    calls_in_threads(fast, [[d] for d in data], expected, 200, rtol=2e-5, atol=1e-6)

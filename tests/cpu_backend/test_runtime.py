@@ -5,7 +5,6 @@ import os
 import pickle
 import subprocess
 import sys
-import threading
 
 import cloudpickle
 import numpy as np
@@ -13,7 +12,7 @@ import numpy as np
 import verglas as vg
 from tests.cpu_backend.test_array_kernels import matmul_program
 from tests.cpu_backend.test_reduce_kernels import reductions
-from tests.cpu_backend.utils import compile_pair, expect_error, rng
+from tests.cpu_backend.utils import calls_in_threads, compile_pair, expect_error, rng
 
 
 def test_threads_share_one_function():
@@ -21,23 +20,7 @@ def test_threads_share_one_function():
     fast, ref = compile_pair(inputs, outs)
     data = [rng(k).normal(size=(3, 4, 5)) for k in range(8)]
     expected = [ref(d) for d in data]
-    errors = []
-
-    def work(k):
-        try:
-            for _ in range(200):
-                got = fast(data[k])
-                for g, e in zip(got, expected[k]):
-                    np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-12)
-        except Exception as exc:  # reported below: a thread's assert does not fail the test
-            errors.append(exc)
-
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors[0]
+    calls_in_threads(fast, [[d] for d in data], expected, 200, rtol=1e-12, atol=1e-12)
 
 
 def test_pickle_round_trip_skips_rewrites(monkeypatch):

@@ -3,13 +3,13 @@ a call that broadcasts a length-1 dim at run time (or mismatches) runs the gener
 
 from __future__ import annotations
 
-import threading
 
 import numpy as np
 import pytest
 
 import verglas as vg
-from tests.cpu_backend.utils import compare_backend, compile_pair, expect_error, rng
+from tests.cpu_backend.utils import (calls_in_threads, compare_backend, compile_pair,
+                                     expect_error, rng)
 
 
 @pytest.fixture(scope="module")
@@ -67,19 +67,4 @@ def test_threads_mixing_both_programs():
     shapes = [((3, 4), (3, 4)), ((1, 4), (3, 4)), ((3, 1), (1, 4)), ((2, 2), (2, 2))]
     data = [[rng(k).normal(size=s) for s in shapes[k % 4]] for k in range(8)]
     expected = [ref(*d) for d in data]
-    errors = []
-
-    def work(k):
-        try:
-            for _ in range(100):
-                for g, e in zip(fast(*data[k]), expected[k]):
-                    np.testing.assert_allclose(g, e, rtol=1e-12)
-        except Exception as exc:  # reported below: a thread's assert does not fail the test
-            errors.append(exc)
-
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors[0]
+    calls_in_threads(fast, data, expected, 100, rtol=1e-12)

@@ -7,6 +7,8 @@ Compiling with numba costs ~0.5 s per program, so compiled pairs are cached per 
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -14,7 +16,7 @@ import verglas as vg
 from verglas.graph.frozen import freeze
 from tests.helpers import assert_like_numpy
 
-__all__ = ["compare_backend", "compile_pair", "expect_error", "rng"]
+__all__ = ["calls_in_threads", "compare_backend", "compile_pair", "expect_error", "rng"]
 
 _PAIRS: dict = {}
 
@@ -74,3 +76,24 @@ def expect_error(inputs, outputs, arrays, exc, match):
         ref(*arrays)
     with pytest.raises(exc, match=match):
         fast(*arrays)
+
+
+def calls_in_threads(fast, data, expected, calls, **tolerance):
+    """8 threads, thread k calling `fast(*data[k])` `calls` times at once with the others;
+    every result must match `expected[k]` (a list of arrays)."""
+    errors = []
+
+    def work(k):
+        try:
+            for _ in range(calls):
+                for g, e in zip(fast(*data[k]), expected[k]):
+                    np.testing.assert_allclose(g, e, **tolerance)
+        except Exception as exc:  # reported below: a thread's assert does not fail the test
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(len(data))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]

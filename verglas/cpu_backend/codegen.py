@@ -64,6 +64,7 @@ class ProgramSource:
         # assume no run-time broadcasting (dims not statically 1 are equal): kernels check it
         # and raise RuntimeBroadcast, and the runner falls back to the general program
         self.specialized = False
+        self.parallel = False  # set by row fusion when it emits prange loops
 
     def child(self, name: str) -> ProgramSource:
         """A source for one extra function sharing this one's globals and name allocator.

@@ -98,25 +98,19 @@ def _emit_reduce(op, ctx) -> None:
     t = ctx.fresh("t")
     keyed = isinstance(op, (Max, Min)) and out_dtype in ("float32", "float64")
     if n_suffix and keyed:
-        # float max/min through integer order keys: an integer reduction vectorizes (see
-        # rowfusion._order_helpers); NaN is tracked apart
-        from verglas.cpu_backend.rowfusion import _order_helpers
+        # float max/min through integer order keys (see rowfusion.start_order_reduction)
+        from verglas.cpu_backend.rowfusion import order_result, order_update, start_order_reduction
 
-        key, value = (ctx.helper(f"{f.py_func.__name__}_", f)
-                      for f in _order_helpers()[out_dtype])
-        acc, nan = ctx.fresh("acc"), ctx.fresh("nan")
-        extreme = "-9223372036854775808" if isinstance(op, Max) else "9223372036854775807"
-        ctx.line(f"{acc} = np.int64({extreme})")
-        ctx.line(f"{nan} = False")
+        acc = ctx.fresh("acc")
+        order = start_order_reduction(ctx, op, out_dtype, acc)
         for a in range(lead, ndim):
             ctx.line(f"for {iv[a]} in range({x}.shape[{a}]):")
             ctx.em.depth += 1
         ctx.line(f"{t} = {x}{xidx}")
-        ctx.line(f"{acc} = {'max' if isinstance(op, Max) else 'min'}({acc}, {key}({t}))")
-        ctx.line(f"{nan} = {nan} | ({t} != {t})")
+        order_update(ctx, order, acc, t)
         ctx.em.depth -= n_suffix
         done = ctx.fresh("t")
-        ctx.line(f"{done} = np.nan if {nan} else {value}({acc})")
+        ctx.line(f"{done} = {order_result(order, acc)}")
         if lead_reduced:
             prev = ctx.fresh("t")
             ctx.line(f"{prev} = {ov}{kidx}")

@@ -21,7 +21,7 @@ from verglas.graph.basic import Constant
 from verglas.ops.elemwise import Elemwise
 from verglas.ops.reduce import Max, Min, Sum
 
-__all__ = ["row_groups", "emit_row_group"]
+__all__ = ["row_groups", "emit_row_group", "start_order_reduction", "order_update", "order_result"]
 
 
 _jit_inline = numba.njit(inline="always", error_model="numpy")
@@ -60,9 +60,30 @@ def order_value64(k):
 _ORDER = {"float32": (order_key32, order_value32), "float64": (order_key64, order_value64)}
 
 
-def _order_helpers():
-    """(key, value) jitted maps between floats and order-preserving integers, per dtype."""
-    return _ORDER
+def start_order_reduction(ctx, op, dtype: str, acc: str) -> tuple:
+    """Emit the accumulator `acc` of a float Max/Min over order keys (an integer reduction
+    LLVM vectorizes) and its NaN flag (tracked apart so the max itself stays a SIMD select);
+    returns the state order_update / order_result take."""
+    key, value = (ctx.helper(f"{f.py_func.__name__}_", f) for f in _ORDER[dtype])
+    nan = ctx.fresh("nan")
+    ctx.line(f"{nan} = False")
+    bits = np.iinfo("int32" if dtype == "float32" else "int64")
+    ctx.line(f"{acc} = np.{bits.dtype}({bits.min if isinstance(op, Max) else bits.max})")
+    return nan, key, value, "max" if isinstance(op, Max) else "min"
+
+
+def order_update(ctx, order, acc: str, t: str) -> None:
+    """Emit the step of an order-key reduction over the value named `t`."""
+    nan, key, _, pick = order
+    ctx.line(f"{acc} = {pick}({acc}, {key}({t}))")
+    ctx.line(f"{nan} = {nan} | ({t} != {t})")
+
+
+def order_result(order, acc: str) -> str:
+    """The reduced float of an order-key reduction (NaN when any value was NaN)."""
+    nan, _, value, _ = order
+    return f"np.nan if {nan} else {value}({acc})"
+
 
 _REDUCES = (Sum, Max, Min)
 
@@ -340,14 +361,7 @@ def emit_row_group(contexts) -> None:
         # exp, kept the loop scalar (logsumexp 3.1 -> 1.6 ms measured)
         acc = ctx.fresh("acc")
         if isinstance(op, (Max, Min)) and out_dtype in ("float32", "float64"):
-            key, value = (ctx.helper(f"{f.py_func.__name__}_", f)
-                          for f in _order_helpers()[out_dtype])
-            nan = ctx.fresh("nan")  # tracked apart so the max itself stays a SIMD select
-            ctx.line(f"{nan} = False")
-            bits = np.iinfo("int32" if out_dtype == "float32" else "int64")
-            extreme = bits.min if isinstance(op, Max) else bits.max
-            ctx.line(f"{acc} = np.{bits.dtype}({extreme})")
-            return ctx, acc, (nan, key, value, "max" if isinstance(op, Max) else "min")
+            return ctx, acc, start_order_reduction(ctx, op, out_dtype, acc)
         ctx.line(f"{acc} = {_identity(op, out_dtype)}")
         return ctx, acc, None
 
@@ -356,15 +370,12 @@ def emit_row_group(contexts) -> None:
         if order is None:
             ctx.line(f"{acc} = {_combine(ctx.node.op, acc, t, ctx.node.outputs[0].dtype)}")
             return
-        nan, key, _, pick = order
-        ctx.line(f"{acc} = {pick}({acc}, {key}({t}))")
-        ctx.line(f"{nan} = {nan} | ({t} != {t})")
+        order_update(ctx, order, acc, t)
 
     def reduce_finish(state):
         ctx, acc, order = state
         if order is not None:
-            nan, _, value, _ = order
-            ctx.line(f"{acc} = np.nan if {nan} else {value}({acc})")
+            ctx.line(f"{acc} = {order_result(order, acc)}")
         if ctx.step.outputs[0] in local:
             ctx.line(f"{ctx.out(0)} = {np_dtype(ctx.node.outputs[0].dtype)}({acc})")
         else:

@@ -78,7 +78,7 @@ def _build(program, key: str | None, specialized: bool):
         namespace.update(math=__import__("math"), np=np)
         exec(compile(text, f"<verglas program {id(program):x}>", "exec"), namespace)
         _jit_functions(namespace, src.jit_names, JIT_OPTIONS)
-        jitted = numba.njit(**_program_options(_parallel(src)))(namespace[src.name])
+        jitted = numba.njit(**_program_options(src.parallel))(namespace[src.name])
         return CPURunner(program, jitted, src.arg_constants, text, src.packing)
     directory = cache.entry_dir("cpu", key)
     path = directory / "program.py"
@@ -93,8 +93,8 @@ def _build(program, key: str | None, specialized: bool):
         cache.store_pickle(directory / "runner.pkl", {
             "name": src.name, "jit_names": list(src.jit_names),
             "arg_constants": list(src.arg_constants), "packing": list(src.packing),
-            "parallel": _parallel(src)})
-    jitted = numba.njit(**_program_options(_parallel(src), cache=True))(getattr(module, src.name))
+            "parallel": src.parallel})
+    jitted = numba.njit(**_program_options(src.parallel, cache=True))(getattr(module, src.name))
     return CPURunner(program, jitted, src.arg_constants, text, src.packing)
 
 
@@ -115,11 +115,6 @@ def _load_runner(program, key: str):
     options = _program_options(meta.get("parallel", False), cache=True)
     jitted = numba.njit(**options)(getattr(module, meta["name"]))
     return CPURunner(program, jitted, meta["arg_constants"], path.read_text(), meta["packing"])
-
-
-def _parallel(src) -> bool:
-    """Whether the generated program has prange loops (set by row fusion)."""
-    return getattr(src, "parallel", False)
 
 
 def _jit_functions(namespace: dict, names, options: dict) -> None:

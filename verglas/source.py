@@ -37,6 +37,11 @@ class Emitter:
             self.depth -= 1
 
 
+def tuple_expr(items) -> str:
+    """A Python tuple expression of the expressions `items` (`(a, b, )`, `()`)."""
+    return "(" + "".join(f"{d}, " for d in items) + ")"
+
+
 def np_dtype(dtype: str) -> str:
     """The expression naming numpy dtype `dtype` in generated code."""
     return "np.bool_" if dtype == "bool" else f"np.{dtype}"

@@ -12,26 +12,27 @@ from numba.np.arrayobj import make_array
 from numba.np.linalg import check_blas_return, ensure_blas, get_blas_kind, make_constant_slot
 
 from verglas.cpu_backend.codegen import np_dtype
+from verglas.cpu_backend.intrinsics import reshaped
 from verglas.cpu_backend.kernels import HELPER_REFS, broadcast_dim, emit, register_helper
 from verglas.ops.linalg import MatMul
 from verglas.ops.shape import Alloc, ARange, Join, Reshape
+from verglas.source import tuple_expr
 
 __all__ = []
 
 
-def _tuple(items) -> str:
-    return "(" + "".join(f"{d}, " for d in items) + ")"
 
 
 @emit.register(Reshape)
 def _emit_reshape(op, ctx) -> None:
-    x, shp = ctx.inp(0), ctx.inp(1)
+    x = ctx.inp(0)
+    target = ctx.elements(1) or [f"{ctx.inp(1)}[{k}]" for k in range(op.ndim)]
     dims = [ctx.fresh("d") for _ in range(op.ndim)]
     known, neg = ctx.fresh("known"), ctx.fresh("neg")
     ctx.line(f"{known} = 1")
     ctx.line(f"{neg} = 0")
     for k, d in enumerate(dims):
-        ctx.line(f"{d} = np.int64({shp}[{k}])")
+        ctx.line(f"{d} = np.int64({target[k]})")
         ctx.line(f"if {d} == -1:")
         with ctx.indent():
             ctx.line(f"{neg} += 1")
@@ -59,7 +60,7 @@ def _emit_reshape(op, ctx) -> None:
                                  f"differ)")
     # numba reshapes C-contiguous arrays only: a strided input is copied first
     src = x if ctx.is_contiguous(0) else f"np.ascontiguousarray({x})"
-    ctx.line(f"{ctx.out(0)} = {src}.reshape({_tuple(dims)})")
+    ctx.line(f"{ctx.out(0)} = {reshaped(ctx, src, tuple_expr(dims))}")
     ctx.set_contiguous(0, True)
 
 
@@ -83,11 +84,11 @@ def _emit_alloc(op, ctx) -> None:
         ctx.line(f"if {value}.shape[{j}] != 1 and {value}.shape[{j}] != {dims[lead + j]}:")
         with ctx.indent():
             ctx.raise_("ValueError", f"{op}: cannot broadcast the value to the target shape")
-    out = ctx.alloc(0, _tuple(dims))
+    out = ctx.alloc(0, tuple_expr(dims))
     if all(s == 1 for s in vvar.type.shape):  # one value fills everything
         v, flat, k = ctx.fresh("t"), ctx.fresh("of"), ctx.fresh("k")
         ctx.line(f"{v} = {value}.item()")
-        ctx.line(f"{flat} = {out}.reshape({out}.size)")
+        ctx.line(f"{flat} = {reshaped(ctx, out, f'{out}.size')}")
         ctx.line(f"for {k} in range({out}.size):")
         with ctx.indent():
             ctx.line(f"{flat}[{k}] = {v}")
@@ -110,7 +111,7 @@ def _emit_join(op, ctx) -> None:
                 ctx.raise_("ValueError", f"{op}: the input shapes differ along axis {d}")
     total = " + ".join(f"{x}.shape[{a}]" for x in xs)
     dims = [total if d == a else f"{xs[0]}.shape[{d}]" for d in range(ndim)]
-    out = ctx.alloc(0, _tuple(dims))
+    out = ctx.alloc(0, tuple_expr(dims))
     off = ctx.fresh("off")
     ctx.line(f"{off} = 0")
     for x in xs:
@@ -319,7 +320,7 @@ def _emit_matmul(op, ctx) -> None:
             cands.append(f"{name}.shape[{axis}]")
         dims.append(broadcast_dim(ctx, cands, f"{op}: batch dimensions cannot be broadcast"))
     dims += [f"{a}.shape[{va.ndim - 2}]", f"{b}.shape[{vb.ndim - 1}]"]
-    out = ctx.alloc(0, _tuple(dims))
+    out = ctx.alloc(0, tuple_expr(dims))
     blas = out_dtype in ("float32", "float64")
     if blas:  # one dtype for gemm: convert the other operand once
         for i, (var, name) in enumerate(((va, a), (vb, b))):

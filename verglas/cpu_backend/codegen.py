@@ -8,6 +8,7 @@ import re
 import numpy as np
 
 from verglas.graph.basic import Constant
+from verglas.cpu_backend.intrinsics import c_view
 from verglas.source import Emitter, np_dtype
 
 __all__ = ["Emitter", "ProgramSource", "generate", "INLINE_CONSTANT_LIMIT", "np_dtype"]
@@ -27,8 +28,16 @@ class _Names(dict):
         self.scalars: dict[int, str] = {}  # buffer id -> scalar expression of its one element
         self.pending: dict[int, tuple[str, int]] = {}  # buffer id -> (name, ndim)
         self.packed: dict[str, tuple[int, int]] = {}  # "pkJ[S]" -> (J, S): a packed 0-d input
+        self.vectors: dict[int, tuple[str, list[str]]] = {}  # bid -> (dtype, element exprs)
 
     def __missing__(self, bid):
+        if bid in self.vectors:  # a shape vector, built where something needs the array
+            dtype, elements = self.vectors[bid]
+            name = self[bid] = f"b{bid}"
+            self.emitter.line(f"{name} = np.empty({len(elements)}, {np_dtype(dtype)})")
+            for k, value in enumerate(elements):
+                self.emitter.line(f"{name}[{k}] = {value}")
+            return name
         name, ndim = self.pending.pop(bid)
         value = self.scalars[bid]
         if ndim == 0:
@@ -132,7 +141,7 @@ class ProgramSource:
 class StepContext:
     """What a kernel emitter sees: buffer names, static facts, and the source being built."""
 
-    def __init__(self, src: ProgramSource, program, step, names, contiguous, alloc):
+    def __init__(self, src: ProgramSource, program, step, names, contiguous, storage):
         self.src = src
         self.em = src.emitter
         self.program = program
@@ -141,7 +150,7 @@ class StepContext:
         self.op = step.node.op
         self._names = names
         self._contiguous = contiguous
-        self._alloc = alloc
+        self._storage = storage
 
     def inp(self, i: int) -> str:
         return self._names[self.step.inputs[i]]
@@ -156,6 +165,24 @@ class StepContext:
         self._names.pop(bid, None)
         self._names.scalars[bid] = expr
         self._names.pending[bid] = (f"b{bid}", self.node.outputs[j].ndim)
+
+    def set_elements(self, j: int, dtype: str, elements: list[str]) -> None:
+        """Declare 1-d output `j` the vector of scalar expressions `elements`; the array is
+        built only if a reader asks for it (`inp`) rather than its `elements`."""
+        bid = self.step.outputs[j]
+        self._names.pop(bid, None)
+        self._names.vectors[bid] = (dtype, list(elements))
+
+    def elements(self, i: int) -> list[str] | None:
+        """Scalar expressions of the elements of input `i`, where set_elements declared them."""
+        entry = self._names.vectors.get(self.step.inputs[i])
+        return None if entry is None else entry[1]
+
+    def readers(self, j: int) -> list[tuple[object, int]]:
+        """(step, input position) of every later step reading output `j`."""
+        bid = self.step.outputs[j]
+        return [(st, k) for st in self.program.steps[self.step.index + 1:]
+                for k, b in enumerate(st.inputs) if b == bid]
 
     def out(self, j: int) -> str:
         return self._names[self.step.outputs[j]]
@@ -190,7 +217,12 @@ class StepContext:
 
     def alloc(self, j: int, shape_expr: str) -> str:
         """Emit the allocation of output `j` with tuple expression `shape_expr`."""
-        return self._alloc(self.step.outputs[j], shape_expr)
+        return self._storage.alloc(self.step.outputs[j], shape_expr)
+
+    def adopt(self, j: int, i: int) -> str | None:
+        """Let output `j` be input `i` itself, when input i's storage dies at this step (see
+        _Storage.adopt); the output's name, or None (then allocate it)."""
+        return self._storage.adopt(self.step.outputs[j], self.step.inputs[i], self.step.index)
 
     def line(self, text: str) -> None:
         self.em.line(text)
@@ -220,6 +252,71 @@ class StepContext:
             generate(sub_program, name, parent=self.src)
         return name
 
+
+
+class _Storage:
+    """Where temporaries live: the memory plan's slots, each one array reused by later buffers
+    of its dtype and size (see schedule/memory.py)."""
+
+    def __init__(self, program, names, src: ProgramSource):
+        self.program, self.names, self.src, self.em = program, names, src, src.emitter
+        self.slot_storage: dict[int, tuple[str, str]] = {}  # slot -> (array, its shape expr)
+
+    def alloc(self, bid: int, shape_expr: str) -> str:
+        """Emit the allocation of buffer `bid` with tuple expression `shape_expr`."""
+        buf = self.program.buffers[bid]
+        out = self.names[bid]
+        if buf.takes_over is not None:  # inplace: write into the destroyed input's storage
+            self.em.line(f"{out} = {self.names[buf.takes_over]}")
+            return out
+        slot = self.program.slots[bid] if self.program.slots else None
+        if slot is None or slot not in self.slot_storage:
+            self.em.line(f"{out} = np.empty({shape_expr}, {np_dtype(buf.dtype)})")
+            if slot is not None:
+                self.slot_storage[slot] = (out, shape_expr)
+        else:  # reuse the storage of a dead buffer of the same dtype and size
+            storage, storage_shape = self.slot_storage[slot]
+            if shape_expr == storage_shape:  # (names are never rebound: the same shape)
+                self.em.line(f"{out} = {storage}")
+            else:
+                view = self.src.add_global("view", c_view)
+                self.em.line(f"{out} = {view}({storage}, {shape_expr})")
+        return out
+
+    def adopt(self, bid: int, source: int, step: int) -> str | None:
+        """Make buffer `bid` (an output of `step`) the array of buffer `source` instead of a
+        copy of it; the caller guarantees equal shapes and that `step` writes nothing.
+
+        Allowed when neither is destroyed while the other still needs the array, and neither
+        is a program output sharing it with another. If `bid` outlives `source`, the two slots
+        swap arrays: later buffers of `bid`'s slot (which start after `bid` dies) get
+        `source`'s, those of `source`'s slot the other one (or a new one). Returns the name,
+        or None where the memory plan does not allow it.
+        """
+        program, slots, live = self.program, self.program.slots, self.program.live
+        if not slots or slots[bid] is None or slots[source] is None:
+            return None
+        s_in, s_out = slots[source], slots[bid]
+        buffers = program.buffers
+        if (s_in not in self.slot_storage or buffers[source].is_output
+                or buffers[bid].dtype != buffers[source].dtype):
+            return None  # (its array is a view of an input, or returned as it is)
+        # when the array of `source` is last needed (its inplace results share its slot)
+        end = max(live[b][1] for b, slot in enumerate(slots)
+                  if slot == s_in and live[b][0] <= step)
+        destroyed = {b.takes_over for b in buffers if b.takes_over is not None
+                     and live[b.id][0] > step}
+        if end > step and (source in destroyed or bid in destroyed or buffers[bid].is_output):
+            return None
+        if live[bid][1] > end:
+            array = self.slot_storage.pop(s_in)
+            previous = self.slot_storage.pop(s_out, None)
+            self.slot_storage[s_out] = array
+            if previous is not None:
+                self.slot_storage[s_in] = previous
+        out = self.names[bid]
+        self.em.line(f"{out} = {self.names[source]}")
+        return out
 
 def generate(program, name: str = "program", parent: ProgramSource | None = None,
              specialized: bool = False) -> ProgramSource:
@@ -276,26 +373,7 @@ def generate(program, name: str = "program", parent: ProgramSource | None = None
             args.append(names[buf.id])
         contiguous[buf.id] = True
 
-    slot_storage: dict[int, tuple[str, str]] = {}  # slot -> (storage, its shape expression)
-
-    def alloc(bid: int, shape_expr: str) -> str:
-        buf = program.buffers[bid]
-        out = names[bid]
-        if buf.takes_over is not None:  # inplace: write into the destroyed input's storage
-            em.line(f"{out} = {names[buf.takes_over]}")
-            return out
-        slot = program.slots[bid] if program.slots else None
-        if slot is None or slot not in slot_storage:
-            em.line(f"{out} = np.empty({shape_expr}, {np_dtype(buf.dtype)})")
-            if slot is not None:
-                slot_storage[slot] = (out, shape_expr)
-        else:  # reuse the storage of a dead buffer of the same dtype and size
-            storage, storage_shape = slot_storage[slot]
-            if shape_expr == storage_shape:  # (names are never rebound: the same shape)
-                em.line(f"{out} = {storage}")  # a reshape costs numba ~5 ms of compile time
-            else:
-                em.line(f"{out} = {storage}.reshape({shape_expr})")
-        return out
+    storage = _Storage(program, names, src)
 
     from verglas.cpu_backend.rowfusion import emit_row_group, row_groups
 
@@ -310,7 +388,7 @@ def generate(program, name: str = "program", parent: ProgramSource | None = None
                 names[b] = f"b{b}"
                 contiguous[b] = program.buffers[b].view_of is None
             em.line(f"# step {step.index}: {step.node.op}")
-            contexts.append(StepContext(src, program, step, names, contiguous, alloc))
+            contexts.append(StepContext(src, program, step, names, contiguous, storage))
         if len(members) > 1:
             em.line(f"# steps {members[0].index}-{members[-1].index}: one loop over rows")
             emit_row_group(contexts)

@@ -13,17 +13,15 @@ import re
 
 import numba
 import numpy as np
-from llvmlite import ir as llvm_ir
-from numba.core import types
-from numba.core.extending import intrinsic
 
 from verglas.cpu_backend.codegen import np_dtype
+from verglas.cpu_backend.intrinsics import c_view, reshaped, scalars_at
 from verglas.source import cast_expr
 from verglas.source import literal as source_literal
 from verglas.graph.basic import Constant
 from verglas.ops import scalar as s
 from verglas.ops.elemwise import DimShuffle, Elemwise
-from verglas.ops.shape import MakeVector, Shape, ShapeI, SumToShape
+from verglas.ops.shape import MakeVector, Reshape, Shape, ShapeI, SumToShape
 
 __all__ = ["RuntimeBroadcast", "emit", "scalar_impl", "literal", "register_helper", "helper_ref",
            "resolve_helper",
@@ -37,6 +35,9 @@ class RuntimeBroadcast(Exception):
 
 HELPER_REFS: dict = {}  # name -> module-level jitted helper used by generated code
 _SCALAR_REFS: dict = {}  # id(jitted scalar impl) -> ("scalar", op name, dtype)
+
+
+HELPER_REFS.update(scalars_at=scalars_at, c_view=c_view)  # intrinsics, found by name too
 
 
 def register_helper(fn):
@@ -208,7 +209,7 @@ def _emit_elemwise(op, ctx) -> None:
         loc = ctx.packed(group[0])
         if len(group) > 1 and loc is not None:  # a run of packed inputs: one statement
             hs = [ctx.fresh("h") for _ in group]
-            fn = ctx.helper("scalars_at", _scalars_at)
+            fn = ctx.helper("scalars_at", scalars_at)
             ctx.line(f"{', '.join(hs)} = {fn}(pk{loc[0]}, {ctx.src.offset(loc[1])}, "
                      f"{len(group)})")
             scalars.update(zip(group, hs))
@@ -309,27 +310,6 @@ def _scalar_group_args(ctx, sources, group) -> list[str]:
     return [v, ctx.src.offset(0)]
 
 
-@intrinsic
-def _scalars_at(typingctx, arr, start, count):
-    """The tuple (arr[start], ..., arr[start + count - 1]) for a literal `count`: one call,
-    where indexing element by element costs numba a few milliseconds of compile time each."""
-    if not isinstance(count, types.IntegerLiteral):
-        return None
-    ret = types.UniTuple(arr.dtype, count.literal_value)
-
-    def codegen(context, builder, sig, args):
-        ary = context.make_array(sig.args[0])(context, builder, args[0])
-        items = []
-        for k in range(count.literal_value):
-            index = builder.add(args[1], llvm_ir.Constant(args[1].type, k))
-            ptr = builder.gep(ary.data, [index], inbounds=True)
-            items.append(context.unpack_value(builder, arr.dtype, ptr))
-        return context.make_tuple(builder, ret, items)
-
-    return ret(arr, start, count), codegen
-
-
-HELPER_REFS["_scalars_at"] = _scalars_at
 
 
 def _emit_elemwise_shared(op, ctx, arrays, sources, modes) -> None:
@@ -359,7 +339,7 @@ def _emit_elemwise_shared(op, ctx, arrays, sources, modes) -> None:
                 params.append(f"s{group[0]}")
                 continue
             params += [f"sv{k}", f"so{k}"]
-            fn = kctx.helper("scalars_at", _scalars_at)  # into locals before the loops
+            fn = kctx.helper("scalars_at", scalars_at)  # into locals before the loops
             names = ", ".join(f"s{i}" for i in group)
             kctx.line(f"{names} = {fn}(sv{k}, so{k}, {len(group)})")
         # the kernel serves every call site of this op: its sizes come from its output
@@ -480,14 +460,14 @@ def _emit_elemwise_proven(op, ctx, arrays, scalars, modes, dims=None) -> None:
     if flat:
         size = ctx.fresh("n")
         ctx.line(f"{size} = {' * '.join(dims)}")
-        views = {}  # array name -> its 1-d view (each reshape costs numba ~4 ms)
+        views = {}  # array name -> its 1-d view
 
         def flat_view(name, prefix):
             if ndim == 1:
                 return name
             if name not in views:
                 views[name] = ctx.fresh(prefix)
-                ctx.line(f"{views[name]} = {name}.reshape({size})")
+                ctx.line(f"{views[name]} = {reshaped(ctx, name, size)}")
             return views[name]
 
         flats = {i: flat_view(name, "f") for i, name in arrays}
@@ -628,6 +608,12 @@ def _emit_elemwise_specialized(op, ctx, arrays, scalars, modes) -> None:
 
 
 # -- views and shapes ------------------------------------------------------------------------
+def _unproven_ones(ctx, axes) -> list[int]:
+    """The axes of input 0 among `axes` whose length 1 its type does not promise."""
+    static = ctx.input_var(0).type.shape
+    return [d for d in axes if static[d] != 1]
+
+
 @emit.register(DimShuffle)
 def _emit_dimshuffle(op, ctx) -> None:
     scalar = ctx.scalar(0)
@@ -638,17 +624,17 @@ def _emit_dimshuffle(op, ctx) -> None:
     kept_sorted = sorted(op.kept)
     if list(op.kept) == kept_sorted and ctx.is_contiguous(0):
         # no transpose: a reshape keeps the buffer C-contiguous (and numba's type 'C')
-        for d in op.dropped:
+        for d in _unproven_ones(ctx, op.dropped):
             ctx.line(f"if {x}.shape[{d}] != 1:")
             with ctx.indent():
                 ctx.raise_("ValueError", f"{op}: cannot drop an axis whose length is not 1")
         dims = "".join("1, " if d == "x" else f"{x}.shape[{d}], " for d in op.new_order)
-        ctx.line(f"{out} = {x}.reshape(({dims}))")
+        ctx.line(f"{out} = {reshaped(ctx, x, f'({dims})')}")
         ctx.set_contiguous(0)
         return
     # drop length-1 axes by indexing with 0, transpose the rest, insert new axes with None
     if op.dropped:
-        for d in op.dropped:
+        for d in _unproven_ones(ctx, op.dropped):
             ctx.line(f"if {x}.shape[{d}] != 1:")
             with ctx.indent():
                 ctx.raise_("ValueError", f"{op}: cannot drop an axis whose length is not 1")
@@ -692,11 +678,23 @@ def _emit_shape_i(op, ctx) -> None:
 
 @emit.register(MakeVector)
 def _emit_make_vector(op, ctx) -> None:
+    elements = []
+    for i in range(len(ctx.node.inputs)):
+        data = ctx.constant_value(i)
+        elements.append(literal(data.reshape(()), op.dtype, ctx) if data is not None
+                        else ctx.scalar(i) or ctx.inp(i) + ".item()")
+    if ctx.step.outputs[0] not in ctx.program.outputs and all(
+            isinstance(st.node.op, (SumToShape, Reshape)) and k == 1
+            for st, k in ctx.readers(0)):
+        # a target shape: its readers take the elements (no array to build and index: each
+        # statement costs numba compile time); in a general program it is built at its use
+        ctx.set_elements(0, op.dtype, elements)
+        return
     # element by element: numba's np.array rejects tuples of mixed scalar types
     out = ctx.out(0)
-    ctx.line(f"{out} = np.empty({len(ctx.node.inputs)}, {np_dtype(op.dtype)})")
-    for i in range(len(ctx.node.inputs)):
-        ctx.line(f"{out}[{i}] = {ctx.scalar(i) or ctx.inp(i) + '.item()'}")
+    ctx.line(f"{out} = np.empty({len(elements)}, {np_dtype(op.dtype)})")
+    for i, value in enumerate(elements):
+        ctx.line(f"{out}[{i}] = {value}")
 
 
 @register_helper
@@ -742,20 +740,23 @@ def _copy_into(g, out):
 def _emit_sum_to_shape(op, ctx) -> None:
     # one helper call, also for the usual equal-shape copy: an inline loop per call site cost
     # ~60 ms of numba compile each (mlp_grad has six), the helper is compiled once
-    g, shp = ctx.inp(0), ctx.inp(1)
+    g = ctx.inp(0)
     ndim = ctx.input_var(0).ndim
-    shape = "(" + "".join(f"{shp}[{a}], " for a in range(ndim)) + ")"
     if ctx.src.specialized and ndim:  # nothing broadcast: the target is g's own shape
-        ctx.line(f"if {' or '.join(f'{shp}[{a}] != {g}.shape[{a}]' for a in range(ndim))}:")
+        target = ctx.elements(1) or [f"{ctx.inp(1)}[{a}]" for a in range(ndim)]
+        ctx.line(f"if {' or '.join(f'{t} != {g}.shape[{a}]' for a, t in enumerate(target))}:")
         with ctx.indent():
             ctx.line(f"raise RuntimeBroadcast({str(op)!r})")
+        if ctx.adopt(0, 0) is not None:  # g dies here: the result is g itself
+            return
         shape = "(" + "".join(f"{g}.shape[{a}], " for a in range(ndim)) + ")"
         out = ctx.alloc(0, shape)
         src = g if ctx.is_contiguous(0) else f"np.ascontiguousarray({g})"
-        ctx.line(f"{ctx.helper('copy_into', _copy_into)}({src}.reshape({src}.size), "
-                 f"{out}.reshape({out}.size))")
+        ctx.line(f"{ctx.helper('copy_into', _copy_into)}({reshaped(ctx, src, f'{src}.size')}, "
+                 f"{reshaped(ctx, out, f'{out}.size')})")
         return
-    out = ctx.alloc(0, shape)
+    shp = ctx.inp(1)
+    out = ctx.alloc(0, "(" + "".join(f"{shp}[{a}], " for a in range(ndim)) + ")")
     ctx.line(f"{ctx.helper('sum_to_shape', _sum_to_shape)}({g}, {shp}, {out})")
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from verglas.cpu_backend.codegen import np_dtype
+from verglas.source import tuple_expr
+from verglas.cpu_backend.intrinsics import reshaped
 from verglas.cpu_backend.kernels import emit, literal
 from verglas.ops.reduce import All, Any, Argmax, Argmin, CumSum, Max, Min, Prod, Reduce, Sum
 
@@ -77,7 +79,7 @@ def _emit_reduce(op, ctx) -> None:
             ctx.raise_("ValueError", f"{op}: zero-size array to a reduction that has no "
                                      f"identity")
     ov = ctx.fresh("ov")
-    ctx.line(f"{ov} = {out}.reshape(({''.join(f'{x}.shape[{a}], ' for a in kept)}))")
+    ctx.line(f"{ov} = {reshaped(ctx, out, tuple_expr(f'{x}.shape[{a}]' for a in kept))}")
     iv = [ctx.fresh("i") for _ in range(ndim)]
     n_suffix = 0
     while n_suffix < ndim and (ndim - 1 - n_suffix) in axes:
@@ -88,7 +90,7 @@ def _emit_reduce(op, ctx) -> None:
     xidx = _index(iv)
     if lead_reduced or n_suffix == 0:  # the output accumulates: start from the identity
         flat, k = ctx.fresh("of"), ctx.fresh("k")
-        ctx.line(f"{flat} = {out}.reshape({out}.size)")
+        ctx.line(f"{flat} = {reshaped(ctx, out, f'{out}.size')}")
         ctx.line(f"for {k} in range({out}.size):")
         with ctx.indent():
             ctx.line(f"{flat}[{k}] = {_identity(op, out_dtype)}")
@@ -160,7 +162,7 @@ def _emit_argmax(op, ctx) -> None:
                                      f"empty sequence")
         flat = ctx.fresh("xf")
         src = x if ctx.is_contiguous(0) else f"np.ascontiguousarray({x})"
-        ctx.line(f"{flat} = {src}.reshape({x}.size)")
+        ctx.line(f"{flat} = {reshaped(ctx, src, f'{x}.size')}")
         length, kept, reads = f"{x}.size", [], lambda k: f"{flat}[{k}]"
         iv = []
     else:
@@ -176,7 +178,7 @@ def _emit_argmax(op, ctx) -> None:
             return f"{x}[{', '.join(k if d == a else iv[d] for d in range(ndim))}]"
         length = f"{x}.shape[{a}]"
     ov = ctx.fresh("ov")
-    ctx.line(f"{ov} = {out}.reshape(({''.join(f'{x}.shape[{d}], ' for d in kept)}))")
+    ctx.line(f"{ov} = {reshaped(ctx, out, tuple_expr(f'{x}.shape[{d}]' for d in kept))}")
     for d in kept:
         ctx.line(f"for {iv[d]} in range({x}.shape[{d}]):")
         ctx.em.depth += 1
@@ -209,7 +211,7 @@ def _emit_cumsum(op, ctx) -> None:
         out = ctx.alloc(0, f"({x}.size,)")
         flat, acc, k = ctx.fresh("xf"), ctx.fresh("acc"), ctx.fresh("k")
         src = x if ctx.is_contiguous(0) else f"np.ascontiguousarray({x})"
-        ctx.line(f"{flat} = {src}.reshape({x}.size)")
+        ctx.line(f"{flat} = {reshaped(ctx, src, f'{x}.size')}")
         ctx.line(f"{acc} = {literal(0, dtype)}")
         ctx.line(f"for {k} in range({x}.size):")
         with ctx.indent():

@@ -1,0 +1,78 @@
+"""Where the CPU codegen keeps temporaries: `_Storage.adopt` lets a step's result be its input's
+array (a copy saved) only where the memory plan allows it; checked on hand-made plans."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from verglas.cpu_backend.codegen import ProgramSource, _Storage
+
+
+def _plan(live, slots, takes_over=None, outputs=(), dtypes=None):
+    """A stand-in Program: buffer b lives over steps live[b] in slot slots[b]."""
+    takes_over = takes_over or {}
+    buffers = [SimpleNamespace(id=b, dtype=(dtypes or {}).get(b, "float64"),
+                               takes_over=takes_over.get(b), is_output=b in outputs)
+               for b in range(len(live))]
+    return SimpleNamespace(buffers=buffers, live=live, slots=slots)
+
+
+def _storage(program, allocated):
+    storage = _Storage(program, {b: f"b{b}" for b in range(len(program.live))},
+                       ProgramSource("program"))
+    for b in allocated:
+        storage.alloc(b, "(n, )")
+    return storage
+
+
+def test_a_dying_input_hands_its_array_over():
+    # b0 (slot 0) dies at step 1 where b1 (slot 1) is made; b2 reuses slot 0 later
+    program = _plan(live=[(0, 1), (1, 3), (2, 3)], slots=[0, 1, 0])
+    storage = _storage(program, [0])
+    assert storage.adopt(1, 0, step=1) == "b1"
+    assert storage.slot_storage[1][0] == "b0"
+    assert 0 not in storage.slot_storage  # slot 0's next buffer gets a new array
+    assert storage.alloc(2, "(n, )") == "b2"
+    assert storage.em.lines[-1].strip() == "b2 = np.empty((n, ), np.float64)"
+
+
+def test_the_slots_swap_arrays_when_the_result_outlives_its_input():
+    # slot 1 held b3's array (dead before step 2): after the swap slot 0 gets it back
+    program = _plan(live=[(0, 4), (2, 6), (5, 6), (1, 1)], slots=[0, 1, 0, 1])
+    storage = _storage(program, [3, 0])
+    assert storage.adopt(1, 0, step=2) == "b1"
+    assert storage.slot_storage[1][0] == "b0" and storage.slot_storage[0][0] == "b3"
+
+
+def test_a_result_dying_first_shares_the_array_and_leaves_the_slots():
+    program = _plan(live=[(0, 6), (2, 4)], slots=[0, 1])
+    storage = _storage(program, [0])
+    assert storage.adopt(1, 0, step=2) == "b1"
+    assert storage.slot_storage == {0: ("b0", "(n, )")}
+
+
+def test_no_sharing_when_either_is_destroyed_while_the_other_lives():
+    program = _plan(live=[(0, 5), (2, 6), (5, 6)], slots=[0, 1, 0], takes_over={2: 0})
+    assert _storage(program, [0]).adopt(1, 0, step=2) is None
+    program = _plan(live=[(0, 5), (2, 6), (4, 6)], slots=[0, 1, 1], takes_over={2: 1})
+    assert _storage(program, [0]).adopt(1, 0, step=2) is None
+
+
+def test_a_dying_input_may_have_its_result_destroyed_later():
+    program = _plan(live=[(0, 2), (2, 6), (4, 6)], slots=[0, 1, 1], takes_over={2: 1})
+    assert _storage(program, [0]).adopt(1, 0, step=2) == "b1"
+
+
+def test_no_sharing_with_program_outputs_or_arrays_outside_the_plan():
+    # an output sharing its array with a live buffer, or the input being an output
+    program = _plan(live=[(0, 6), (2, 7)], slots=[0, 1], outputs={1})
+    assert _storage(program, [0]).adopt(1, 0, step=2) is None
+    program = _plan(live=[(0, 7), (2, 4)], slots=[0, 1], outputs={0})
+    assert _storage(program, [0]).adopt(1, 0, step=2) is None
+    # a view or an input (no slot), a slot not allocated yet, another dtype
+    program = _plan(live=[(0, 2), (2, 4)], slots=[None, 1])
+    assert _storage(program, []).adopt(1, 0, step=2) is None
+    program = _plan(live=[(0, 2), (2, 4)], slots=[0, 1])
+    assert _storage(program, []).adopt(1, 0, step=2) is None
+    program = _plan(live=[(0, 2), (2, 4)], slots=[0, 1], dtypes={1: "float32"})
+    assert _storage(program, [0]).adopt(1, 0, step=2) is None

@@ -1,0 +1,90 @@
+"""numba intrinsics that generated programs call where numba's own lowering is slow to compile.
+
+A program is one big function and numba's compile time grows with every statement of it:
+`a.reshape(shape)` lowers to a C-helper call, tuple packing and error paths (measured 10-30 ms
+of compile per call site), where a view of a C-contiguous array needs only a new shape and
+strides. `reshaped` writes the cheap form where the array is known to be C-contiguous.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir as llvm_ir
+from numba.core import cgutils, types
+from numba.core.extending import intrinsic
+
+__all__ = ["c_view", "scalars_at", "reshaped"]
+
+
+@intrinsic
+def c_view(typingctx, arr, shape):
+    """`arr.reshape(shape)` for a C-contiguous `arr` (`shape`: an integer or a tuple of
+    integers): the same data with new shape and C strides; only the size is checked (the
+    codegen guarantees it). Arrays numba does not type as 'C' take numba's reshape."""
+    if not isinstance(arr, types.Array):
+        return None
+    if isinstance(shape, types.Integer):
+        dim_types = [shape]
+    elif isinstance(shape, types.BaseTuple) and all(isinstance(t, types.Integer) for t in shape):
+        dim_types = list(shape)
+    else:
+        return None
+    ret = types.Array(arr.dtype, len(dim_types), "C")
+    sig = ret(arr, shape)
+
+    def codegen(context, builder, sig, args):
+        if arr.layout != "C":  # numba checks contiguity at run time (and raises if not)
+            return context.compile_internal(builder, lambda a, s: a.reshape(s), sig, args)
+        src = context.make_array(arr)(context, builder, args[0])
+        values = [args[1]] if isinstance(shape, types.Integer) \
+            else cgutils.unpack_tuple(builder, args[1], len(dim_types))
+        intp = context.get_value_type(types.intp)
+        dims = [context.cast(builder, v, t, types.intp) for v, t in zip(values, dim_types)]
+        strides, step = [], src.itemsize
+        for d in reversed(dims):
+            strides.append(step)
+            step = builder.mul(step, d)
+        size = builder.udiv(step, src.itemsize)
+        old_size = context.get_constant(types.intp, 1)
+        for d in cgutils.unpack_tuple(builder, src.shape, arr.ndim):
+            old_size = builder.mul(old_size, d)
+        with cgutils.if_unlikely(builder, builder.icmp_signed("!=", size, old_size)):
+            context.call_conv.return_user_exc(
+                builder, ValueError, ("a program's view of an array changes its size",))
+        out = context.make_array(ret)(context, builder)
+        context.populate_array(out, data=src.data,
+                               shape=cgutils.pack_array(builder, dims, ty=intp),
+                               strides=cgutils.pack_array(builder, strides[::-1], ty=intp),
+                               itemsize=src.itemsize, meminfo=src.meminfo, parent=src.parent)
+        result = out._getvalue()
+        context.nrt.incref(builder, ret, result)  # the view holds its own reference
+        return result
+
+    return sig, codegen
+
+
+@intrinsic
+def scalars_at(typingctx, arr, start, count):
+    """The tuple (arr[start], ..., arr[start + count - 1]) for a literal `count`: one call,
+    where indexing element by element costs numba a few milliseconds of compile time each."""
+    if not isinstance(count, types.IntegerLiteral):
+        return None
+    ret = types.UniTuple(arr.dtype, count.literal_value)
+
+    def codegen(context, builder, sig, args):
+        ary = context.make_array(sig.args[0])(context, builder, args[0])
+        items = []
+        for k in range(count.literal_value):
+            index = builder.add(args[1], llvm_ir.Constant(args[1].type, k))
+            ptr = builder.gep(ary.data, [index], inbounds=True)
+            items.append(context.unpack_value(builder, arr.dtype, ptr))
+        return context.make_tuple(builder, ret, items)
+
+    return ret(arr, start, count), codegen
+
+
+def reshaped(ctx, name: str, shape_expr: str, contiguous: bool = True) -> str:
+    """The expression of `name` viewed with shape `shape_expr` (an int or tuple expression):
+    a c_view where the codegen knows `name` is C-contiguous, else numba's reshape."""
+    if not contiguous:
+        return f"{name}.reshape({shape_expr})"
+    return f"{ctx.helper('view', c_view)}({name}, {shape_expr})"

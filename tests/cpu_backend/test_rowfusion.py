@@ -94,15 +94,19 @@ def test_groups_are_formed_and_empty_rows_raise():
 
 
 def test_parallel_rows_under_concurrent_calls():
-    """Row loops run on numba's thread pool (prange) when a thread-safe layer loads: 8 Python
-    threads calling one Function at once must each get their own scratch rows."""
+    """Row loops run on numba's thread pool when a thread-safe layer loads: 8 Python threads
+    calling one Function at once must each get their own scratch rows (inputs large enough
+    for the pool, and small ones that run on the calling thread)."""
 
+    from verglas.cpu_backend.parallel_for import SERIAL_WORK
     from verglas.cpu_backend.threads import parallel_rows
 
     x = vg.tensor("x", shape=(None, None), dtype="float32")
     outs = [vg.softmax(x), vg.logsumexp(x, axis=1)]
     fast, ref = compile_pair([x], outs)
-    assert ("numba.prange" in fast._runner.source) == parallel_rows()
-    data = [rng(k).normal(size=(64 + k, 33)).astype("float32") for k in range(8)]
+    assert ("parallel_range" in fast._runner.source) == parallel_rows()
+    shapes = [(1024 + k, 40) if k % 2 else (64 + k, 33) for k in range(8)]
+    assert 1025 * 40 >= SERIAL_WORK > 71 * 33
+    data = [rng(k).normal(size=shape).astype("float32") for k, shape in enumerate(shapes)]
     expected = [ref(d) for d in data]
     calls_in_threads(fast, [[d] for d in data], expected, 200, rtol=2e-5, atol=1e-6)

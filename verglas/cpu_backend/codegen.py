@@ -73,7 +73,8 @@ class ProgramSource:
         # assume no run-time broadcasting (dims not statically 1 are equal): kernels check it
         # and raise RuntimeBroadcast, and the runner falls back to the general program
         self.specialized = False
-        self.parallel = False  # set by row fusion when it emits prange loops
+        self.parallel = False  # whether some function runs loops on the thread pool
+        self.root = self  # the program's source (a sub-function's parent's)
 
     def child(self, name: str) -> ProgramSource:
         """A source for one extra function sharing this one's globals and name allocator.
@@ -88,6 +89,7 @@ class ProgramSource:
         child.sub_functions = self.sub_functions
         child._constants = self._constants
         child.shared_kernels = self.shared_kernels
+        child.root = self.root
         child.specialized = self.specialized
         return child
 

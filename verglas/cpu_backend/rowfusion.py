@@ -13,7 +13,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from verglas.cpu_backend.kernels import register_helper
+from verglas.cpu_backend.kernels import HELPER_REFS, register_helper
+from verglas.cpu_backend.parallel_for import call_on_pool, parallel_range
 from verglas.cpu_backend.threads import parallel_rows
 from verglas.cpu_backend.vmath import _as_float, _as_int
 from verglas.source import np_dtype
@@ -25,6 +26,7 @@ __all__ = ["row_groups", "emit_row_group", "start_order_reduction", "order_updat
 
 
 _jit_inline = numba.njit(inline="always", error_model="numpy")
+HELPER_REFS["parallel_range"] = parallel_range  # generated code calls it by that name
 
 
 # LLVM vectorizes an integer max/min reduction but not a float one (without the 'nnan' flag,
@@ -75,7 +77,9 @@ def start_order_reduction(ctx, op, dtype: str, acc: str) -> tuple:
 def order_update(ctx, order, acc: str, t: str) -> None:
     """Emit the step of an order-key reduction over the value named `t`."""
     nan, key, _, pick = order
-    ctx.line(f"{acc} = {pick}({acc}, {key}({t}))")
+    q = ctx.fresh("q")  # a select, not the builtin max/min (an overload numba compiles)
+    ctx.line(f"{q} = {key}({t})")
+    ctx.line(f"{acc} = {q} if {q} {'>' if pick == 'max' else '<'} {acc} else {acc}")
     ctx.line(f"{nan} = {nan} | ({t} != {t})")
 
 
@@ -282,8 +286,7 @@ def emit_row_group(contexts) -> None:
         return f"{name}[{row}, {col}]"
 
     parallel = parallel_rows()
-    if parallel:  # the program is compiled with numba's parallel option
-        ctx0.src.parallel = True
+    scratch_lines: list[str] = []  # allocations of the scratch rows, before the loop
     row_aliases: dict[int, int] = {}  # row-local buffer -> the one whose storage it takes over
     scratch: list[int] = []  # row-local buffers with a scratch row of their own
     plans = {}  # step index -> what the loop body emits for it
@@ -334,11 +337,9 @@ def emit_row_group(contexts) -> None:
                     row_aliases[b] = taken
                 else:
                     scratch.append(b)
-                    # one row per pool thread; numba.get_num_threads() would make the program
-                    # uncacheable (a dynamic global), the pool size is a literal of the source
-                    shape = f"({numba.config.NUMBA_NUM_THREADS}, {cols})" if parallel else cols
-                    ctx.line(f"{ctx.out(j)}{'_t' if parallel else ''} = "
-                             f"np.empty({shape}, {np_dtype(node.outputs[j].dtype)})")
+                    # (one row of a 2-d array: the program's np.empty signature, compiled once)
+                    scratch_lines.append(f"{ctx.out(j)} = np.empty((1, {cols}), "
+                                         f"{np_dtype(node.outputs[j].dtype)})[0]")
             else:
                 ctx.alloc(j, f"({rows}, {cols}, )")
         plans[step.index] = ("elemwise", ctx, scalars, arrays, cols)
@@ -382,7 +383,11 @@ def emit_row_group(contexts) -> None:
             index = f"[{r}, 0]" if ctx.node.op.keepdims else f"[{r}]"
             ctx.line(f"{ctx.out(0)}{index} = {acc}")
 
-    em.line(f"for {r} in {'numba.prange' if parallel else 'range'}({rows}):")
+    if not parallel:
+        for line in scratch_lines:
+            em.line(line)
+    loop_start = len(em.lines)
+    em.line(f"for {r} in range({'lo, hi' if parallel else rows}):")
     em.depth += 1
     body_start = len(em.lines)
     for ctx in contexts:
@@ -425,12 +430,13 @@ def emit_row_group(contexts) -> None:
             em.depth -= 1
         for state in states:
             reduce_finish(state)
-    top = []  # each row's views: its rows of the 2-d buffers, its thread's scratch rows
-    if parallel:
-        tid = ctx0.fresh("tid")
-        top.append(f"{tid} = numba.get_thread_id()")
-        top += [f"{ctx0._names[b]} = {ctx0._names[b]}_t[{tid}]" for b in scratch]
-    top += [f"{ctx0._names[b]} = {ctx0._names[t]}" for b, t in row_aliases.items()]
+    top = [f"{ctx0._names[b]} = {ctx0._names[t]}" for b, t in row_aliases.items()]
     top += [f"{view} = {ctx0._names[bid]}[{r}]" for bid, view in row_views.items()]
     em.lines[body_start:body_start] = ["    " * em.depth + line for line in top]
     em.depth -= 1
+    if parallel:
+        loop = em.lines[loop_start:]
+        del em.lines[loop_start:]
+        cols = next((c for c in cols_of.values() if c != "1"), "1")
+        work = f"{rows} * {cols}"
+        call_on_pool(ctx0.src, em, scratch_lines, loop, rows, work)

@@ -19,6 +19,7 @@ import numpy as np
 from verglas.cpu_backend import cache
 from verglas.cpu_backend.codegen import generate
 from verglas.cpu_backend.kernels import RuntimeBroadcast
+from verglas.cpu_backend.parallel_for import launch
 
 __all__ = ["CPURunner", "build_runner", "JIT_OPTIONS"]
 
@@ -29,17 +30,17 @@ JIT_OPTIONS = dict(nogil=True, error_model="numpy",
 _lock = threading.Lock()
 _general_lock = threading.RLock()
 
-_PARALLEL_PASSES = ("comprehension", "reduction", "inplace_binop", "setitem", "numpy", "stencil",
-                    "fusion")
+# the extra functions (shared kernels, sub-programs, row loops) are only called from jitted code:
+# no Python or C entry points to build (~40% of a small function's compile time)
+_CALLEE_OPTIONS = dict(JIT_OPTIONS, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 
 
 def _program_options(parallel: bool, **extra) -> dict:
-    """numba options of a program function: with `parallel`, explicit prange loops only (the
-    automatic array-expression passes would cost compile time and find nothing to do)."""
-    options = dict(extra, **JIT_OPTIONS)
-    if parallel:  # a fresh dict each time: numba pops its keys
-        options["parallel"] = dict({name: False for name in _PARALLEL_PASSES}, prange=True)
-    return options
+    """numba options of a program function; with `parallel` (it runs row loops on numba's
+    thread pool through parallel_for.parallel_range), the pool is started first."""
+    if parallel:
+        launch()
+    return dict(extra, **JIT_OPTIONS)
 
 HEADER = ("import math\n\nimport numba\nimport numpy as np\n\n"
           "from verglas.cpu_backend.kernels import RuntimeBroadcast\n\n")
@@ -77,7 +78,7 @@ def _build(program, key: str | None, specialized: bool):
         namespace = dict(src.globals)
         namespace.update(math=__import__("math"), np=np)
         exec(compile(text, f"<verglas program {id(program):x}>", "exec"), namespace)
-        _jit_functions(namespace, src.jit_names, JIT_OPTIONS)
+        _jit_functions(namespace, src.jit_names, _CALLEE_OPTIONS)
         jitted = numba.njit(**_program_options(src.parallel))(namespace[src.name])
         return CPURunner(program, jitted, src.arg_constants, text, src.packing)
     directory = cache.entry_dir("cpu", key)
@@ -89,7 +90,7 @@ def _build(program, key: str | None, specialized: bool):
             cache.write_atomic(path, text.encode())
         module = _import_module(path, key)
         module.__dict__.update(_resolve_globals(pickle.loads(globals_path.read_bytes())))
-        _jit_functions(module.__dict__, src.jit_names, dict(cache=True, **JIT_OPTIONS))
+        _jit_functions(module.__dict__, src.jit_names, dict(cache=True, **_CALLEE_OPTIONS))
         cache.store_pickle(directory / "runner.pkl", {
             "name": src.name, "jit_names": list(src.jit_names),
             "arg_constants": list(src.arg_constants), "packing": list(src.packing),
@@ -108,11 +109,11 @@ def _load_runner(program, key: str):
     globals_spec = cache.load_pickle(directory / "globals.pkl")
     if not isinstance(globals_spec, dict):
         return None
+    options = _program_options(meta.get("parallel", False), cache=True)
     with _lock:
         module = _import_module(path, key)
         module.__dict__.update(_resolve_globals(globals_spec))
-        _jit_functions(module.__dict__, meta["jit_names"], dict(cache=True, **JIT_OPTIONS))
-    options = _program_options(meta.get("parallel", False), cache=True)
+        _jit_functions(module.__dict__, meta["jit_names"], dict(cache=True, **_CALLEE_OPTIONS))
     jitted = numba.njit(**options)(getattr(module, meta["name"]))
     return CPURunner(program, jitted, meta["arg_constants"], path.read_text(), meta["packing"])
 

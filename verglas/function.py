@@ -48,15 +48,30 @@ def compile(inputs, outputs, device: str = "cpu", mode: str = "fast_run") -> Fun
     mode_key = mode if isinstance(mode, str) else repr((sorted(mode.include),
                                                         sorted(mode.exclude)))
     key = cache.cache_key(freeze(inputs, outputs).fingerprint(), mode_key, device)
-    entry = cache.entry_dir(device, key) / "function.pkl"
-    cached = cache.load_pickle(entry)  # a second process skips the rewrites and the scheduling
-    if isinstance(cached, dict) and isinstance(cached.get("graph"), FrozenFunctionGraph):
-        function = Function(cached["graph"], names, single, device, mode, key,
-                            program=cached.get("program"))
-    else:
-        function = Function(_optimize(inputs, outputs, mode), names, single, device, mode, key)
-        cache.store_pickle(entry, {"graph": function.graph, "program": function.program})
-    return function
+    directory = cache.entry_dir(device, key)
+    entry = directory / "function.pkl"
+
+    def optimized() -> tuple[FrozenFunctionGraph, object]:
+        """The optimized graph and its Program: stored by the first process to compile them
+        (a second one skips the rewrites and the scheduling), else computed and stored."""
+        cached = cache.load_pickle(entry)
+        if isinstance(cached, dict) and isinstance(cached.get("graph"), FrozenFunctionGraph):
+            return cached["graph"], cached.get("program")
+        graph = _optimize(inputs, outputs, mode)
+        program = _lower(graph, names)
+        cache.store_pickle(entry, {"graph": graph, "program": program})
+        cache.store_pickle(directory / "inputs.pkl",
+                           [(v.type.dtype, v.type.shape) for v in graph.inputs])
+        return graph, program
+
+    # a warm start needs only the input types and the backend's stored code: the graph and
+    # Program (tens of ms to unpickle for thousands of nodes) load if something asks for them
+    types = cache.load_pickle(directory / "inputs.pkl") if entry.exists() else None
+    if device == "cpu" and isinstance(types, list) and len(types) == len(inputs):
+        return Function(None, names, single, device, mode, key, load=optimized,
+                        input_types=[TensorType(d, shape) for d, shape in types])
+    graph, program = optimized()
+    return Function(graph, names, single, device, mode, key, program=program)
 
 
 def _check_inputs(inputs) -> list:
@@ -86,42 +101,65 @@ def _optimize(inputs, outputs, mode) -> FrozenFunctionGraph:
     return fgraph.freeze(dedup_nodes=not inplace)
 
 
-class Function:
-    """A compiled program: call it with arrays; `graph` is the optimized frozen graph."""
+def _lower(graph, names):
+    from verglas.schedule import lower
 
-    def __init__(self, graph: FrozenFunctionGraph, input_names, single: bool, device: str,
-                 mode, cache_key: str | None = None, program=None):
-        self.graph = graph
+    return lower(graph, tuple(names))
+
+
+class Function:
+    """A compiled program: call it with arrays; `graph` is the optimized frozen graph and
+    `program` its schedule (a warm start loads both only when asked for)."""
+
+    def __init__(self, graph: FrozenFunctionGraph | None, input_names, single: bool,
+                 device: str, mode, cache_key: str | None = None, program=None, load=None,
+                 input_types=None):
+        self._graph, self._program, self._load = graph, program, load
         self.input_names = list(input_names)
         self.single = single
         self.device = device
         self.mode = mode
         self.cache_key = cache_key
-        self._build(program)
+        self._input_types = (input_types if input_types is not None
+                             else [v.type for v in graph.inputs])
+        self._build()
 
-    def _build(self, program=None):
+    @property
+    def graph(self) -> FrozenFunctionGraph:
+        if self._graph is None:
+            self._graph, self._program = self._load()
+        return self._graph
+
+    @property
+    def program(self):
+        """The scheduled Program (None in reference mode)."""
+        if self.mode == "reference":
+            return None
+        graph = self.graph
+        program = self._program
+        if program is None or program.graph is not graph:
+            program = _lower(graph, self.input_names)
+        else:
+            program.rename_inputs(self.input_names)  # a cached Program: this caller's names
+        self._program = program
+        return program
+
+    def _build(self):
         from verglas.reference import ReferenceRunner
 
-        self._specs = [(np.dtype(v.type.dtype), v.type.ndim,
-                        v.type.shape if any(s is not None for s in v.type.shape) else None)
-                       for v in self.graph.inputs]
+        self._specs = [(np.dtype(t.dtype), t.ndim,
+                        t.shape if any(s is not None for s in t.shape) else None)
+                       for t in self._input_types]
         self._contiguous = False
         self._fast = self._call_checked
         if self.mode == "reference":
             self._runner = ReferenceRunner(self.graph)
-            self.program = None
             return
-        from verglas.schedule import lower
-
-        if program is not None and program.graph is self.graph:
-            program.rename_inputs(self.input_names)  # a cached Program: this caller's names
-            self.program = program
-        else:
-            self.program = lower(self.graph, tuple(self.input_names))
         if self.device == "cpu":
             from verglas.cpu_backend.runtime import build_runner
 
-            self._runner = build_runner(self.program, self.cache_key)
+            self._runner = build_runner(lambda: self.program, self.cache_key,
+                                        [(t.dtype, t.ndim) for t in self._input_types])
             self._runner.compile()
             self._contiguous = True
             self._fast = _fast_call(self)
@@ -150,7 +188,7 @@ class Function:
                     and (static is None or all(s is None or s == n
                                                for s, n in zip(static, arg.shape)))):
                 continue
-            value = self._convert(k, self.graph.inputs[k].type, arg)
+            value = self._convert(k, self._input_types[k], arg)
             if self._contiguous and not value.flags.c_contiguous:
                 value = np.ascontiguousarray(value)
             values[k] = value
@@ -195,9 +233,11 @@ class Function:
                 "fast_run", "cache_key": self.cache_key, "program": self.program}
 
     def __setstate__(self, state):
-        program = state.pop("program", None)
+        self._graph, self._program = state.pop("graph"), state.pop("program", None)
+        self._load = None
         self.__dict__.update(state)
-        self._build(program)
+        self._input_types = [v.type for v in self._graph.inputs]
+        self._build()
 
 
 def _fast_call(function: Function):
@@ -238,7 +278,16 @@ def _fast_call(function: Function):
     namespace.update({f"P{j}": np.dtype(d) for j, (d, _) in enumerate(runner.packing)})
     namespace.update({f"D{k}": spec[0] for k, spec in enumerate(function._specs)})
     namespace.update({f"C{k}": c for k, c in enumerate(runner.arg_constants)})
-    exec(builtins.compile(source, "<verglas fast call>", "exec"), namespace)
+    if function.cache_key is None:
+        code = builtins.compile(source, "<verglas fast call>", "exec")
+    else:  # stored beside the program: a warm start loads its bytecode
+        from verglas.cpu_backend import cache
+
+        path = cache.entry_dir(function.device, function.cache_key) / "fastcall.py"
+        if not path.exists() or path.read_text() != source:
+            cache.write_atomic(path, source.encode())
+        code = cache.code_of(path)
+    exec(code, namespace)
     return namespace["fast"]
 
 

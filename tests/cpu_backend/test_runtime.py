@@ -91,3 +91,55 @@ def test_a_second_process_loads_the_cached_program(tmp_path):
                              capture_output=True, timeout=300)
         assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
     assert list(tmp_path.rglob("runner.pkl"))  # the second run came from the cache
+
+
+def _broadcasting_program():
+    x = vg.tensor("x", shape=(None, None), dtype="float64")
+    b = vg.tensor("b", shape=(None,), dtype="float64")
+    return [x, b], [vg.tanh(x + b), vg.sum(x * b, axis=0)]
+
+
+def test_a_warm_start_loads_the_graph_only_when_asked(tmp_path, monkeypatch):
+    """A cached entry is called with the stored code alone; the optimized graph and Program
+    load on first need (the general program of a call broadcasting at run time, `graph`,
+    pickling), or are rebuilt when their file is gone."""
+    from verglas.cpu_backend import cache
+
+    monkeypatch.setenv("VERGLAS_CACHE_DIR", str(tmp_path))
+    cold = vg.compile(*_broadcasting_program())
+    ref = vg.compile(*_broadcasting_program(), mode="reference")
+    g = rng(5)
+    x, b = g.normal(size=(4, 3)), g.normal(size=3)
+    warm = vg.compile(*_broadcasting_program())
+    assert warm._graph is None
+    for got, want in zip(warm(x, b), ref(x, b)):
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+    assert warm._graph is None  # the specialized program needed no graph
+    for got, want in zip(warm(x, b[:1]), ref(x, b[:1])):  # broadcasting: the general program
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+    assert warm.graph is cold.graph and warm.program.peak_bytes([(4, 3), (3,)]) > 0
+    for got, want in zip(pickle.loads(pickle.dumps(warm))(x, b), ref(x, b)):
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+    lost = vg.compile(*_broadcasting_program())
+    for path in tmp_path.rglob("function.pkl"):
+        path.unlink()
+    assert lost.program.graph is lost.graph and "Elemwise" in str(lost.program)
+    assert list(tmp_path.rglob("function.pkl"))  # stored again
+    assert cache.load_pickle(next(tmp_path.rglob("inputs.pkl"))) == [
+        ("float64", (None, None)), ("float64", (None,))]
+
+
+def test_stored_bytecode_is_checked_against_its_source(tmp_path):
+    from verglas.cpu_backend import cache
+
+    path = tmp_path / "m.py"
+    path.write_text("VALUE = 1\n")
+    namespace: dict = {}
+    exec(cache.code_of(path), namespace)
+    assert namespace["VALUE"] == 1 and (tmp_path / "m.code").exists()
+    path.write_text("VALUE = 2\n")  # a changed source is compiled again
+    exec(cache.code_of(path), namespace)
+    assert namespace["VALUE"] == 2
+    (tmp_path / "m.code").write_bytes(b"garbage")  # so is one whose bytecode is unreadable
+    exec(cache.code_of(path), namespace)
+    assert namespace["VALUE"] == 2

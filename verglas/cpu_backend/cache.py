@@ -1,21 +1,26 @@
 """The on-disk cache of compiled programs, keyed by graph fingerprints.
 
-Layout: `<cache dir>/cpu/<key>/` holds `function.pkl` (the optimized graph, so a second
-process skips the rewrites), `program.py` (the generated source, which numba's own cache keys
-its machine code on) and `globals.pkl` (what the source refers to). The directory is
-`$VERGLAS_CACHE_DIR`, else `~/.cache/verglas`.
+Layout: `<cache dir>/cpu/<key>/` holds `function.pkl` (the optimized graph and its Program,
+so a second process skips the rewrites and the scheduling), `inputs.pkl` (the input types, all
+a warm start needs of them), `program.py` (the generated source, which numba's own cache keys
+its machine code on), `globals.pkl` (what the source refers to), `fastcall.py` (the argument
+checking wrapper) and their bytecode (`*.code`). The directory is `$VERGLAS_CACHE_DIR`, else
+`~/.cache/verglas`.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.util
+import marshal
 import os
 import pickle
 import tempfile
 from pathlib import Path
 
-__all__ = ["cache_dir", "entry_dir", "cache_key", "load_pickle", "store_pickle", "write_atomic"]
+__all__ = ["cache_dir", "entry_dir", "cache_key", "load_pickle", "store_pickle", "write_atomic",
+           "code_of"]
 
 FORMAT_VERSION = "1"
 
@@ -79,3 +84,22 @@ def load_pickle(path: Path):
     except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError,
             ModuleNotFoundError, TypeError, ValueError):
         return None
+
+
+def code_of(path: Path):
+    """The code object of the Python source at `path`, through bytecode stored beside it
+    (`<stem>.code`: this interpreter's magic number, the source's digest, the marshalled
+    code). Python's own .pyc cache is not used: it is off under PYTHONDONTWRITEBYTECODE, and
+    a large generated module takes tens of ms to compile."""
+    source = path.read_bytes()
+    head = importlib.util.MAGIC_NUMBER + hashlib.sha256(source).digest()
+    stored = path.with_name(path.stem + ".code")
+    try:
+        data = stored.read_bytes()
+        if data.startswith(head):
+            return marshal.loads(data[len(head):])
+    except (OSError, EOFError, ValueError, TypeError):
+        pass
+    code = compile(source, str(path), "exec")
+    write_atomic(stored, head + marshal.dumps(code))
+    return code

@@ -8,10 +8,10 @@ module's globals (constants, jitted helpers) are stored beside it and re-resolve
 from __future__ import annotations
 
 import functools
-import importlib.util
 import pickle
 import sys
 import threading
+import types
 
 import numba
 import numpy as np
@@ -50,8 +50,10 @@ def _module_text(src) -> str:
     return HEADER + src.text + "\n"
 
 
-def build_runner(program, key: str | None = None):
-    """A CPURunner for `program`; with a cache `key`, its code is stored and reused on disk.
+def build_runner(program_of, key: str | None, inputs: list[tuple[str, int]]):
+    """A CPURunner for the Program `program_of()` returns, whose inputs have (dtype, ndim)
+    `inputs`; with a cache `key`, its code is stored and reused on disk (a warm start loads it
+    without asking for the Program).
 
     The program is generated for calls whose inputs only broadcast along dims that are
     statically 1 (the usual case, and far less code to compile); a call that broadcasts at
@@ -61,26 +63,26 @@ def build_runner(program, key: str | None = None):
     The key covers the graph and verglas's own source, so a stored entry's source is exactly
     what generating again would give: a warm start loads it instead.
     """
-    runner = _build(program, key, specialized=True)
-    runner.general = functools.partial(_build, program, key and key + "-general",
+    runner = _build(program_of, key, inputs, specialized=True)
+    runner.general = functools.partial(_build, program_of, key and key + "-general", inputs,
                                        specialized=False)
     return runner
 
 
-def _build(program, key: str | None, specialized: bool):
+def _build(program_of, key: str | None, inputs, specialized: bool):
     if key is not None:
-        runner = _load_runner(program, key)
+        runner = _load_runner(program_of, key, inputs)
         if runner is not None:
             return runner
-    src = generate(program, specialized=specialized)
+    src = generate(program_of(), specialized=specialized)
     text = _module_text(src)
     if key is None:
         namespace = dict(src.globals)
         namespace.update(math=__import__("math"), np=np)
-        exec(compile(text, f"<verglas program {id(program):x}>", "exec"), namespace)
+        exec(compile(text, f"<verglas program {id(src):x}>", "exec"), namespace)
         _jit_functions(namespace, src.jit_names, _CALLEE_OPTIONS)
         jitted = numba.njit(**_program_options(src.parallel))(namespace[src.name])
-        return CPURunner(program, jitted, src.arg_constants, text, src.packing)
+        return CPURunner(inputs, jitted, src.arg_constants, text, src.packing, program_of)
     directory = cache.entry_dir("cpu", key)
     path = directory / "program.py"
     globals_path = directory / "globals.pkl"
@@ -96,10 +98,10 @@ def _build(program, key: str | None, specialized: bool):
             "arg_constants": list(src.arg_constants), "packing": list(src.packing),
             "parallel": src.parallel})
     jitted = numba.njit(**_program_options(src.parallel, cache=True))(getattr(module, src.name))
-    return CPURunner(program, jitted, src.arg_constants, text, src.packing)
+    return CPURunner(inputs, jitted, src.arg_constants, text, src.packing, program_of)
 
 
-def _load_runner(program, key: str):
+def _load_runner(program_of, key: str, inputs):
     """The runner of a stored entry (source, globals and layout on disk), or None."""
     directory = cache.entry_dir("cpu", key)
     meta = cache.load_pickle(directory / "runner.pkl")
@@ -115,7 +117,8 @@ def _load_runner(program, key: str):
         module.__dict__.update(_resolve_globals(globals_spec))
         _jit_functions(module.__dict__, meta["jit_names"], dict(cache=True, **_CALLEE_OPTIONS))
     jitted = numba.njit(**options)(getattr(module, meta["name"]))
-    return CPURunner(program, jitted, meta["arg_constants"], path.read_text(), meta["packing"])
+    return CPURunner(inputs, jitted, meta["arg_constants"], path.read_text(), meta["packing"],
+                     program_of)
 
 
 def _jit_functions(namespace: dict, names, options: dict) -> None:
@@ -131,10 +134,10 @@ def _import_module(path, key):
     module = sys.modules.get(name)
     if module is not None:
         return module
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
+    module = types.ModuleType(name)
+    module.__file__ = str(path)
     sys.modules[name] = module
-    spec.loader.exec_module(module)
+    exec(cache.code_of(path), module.__dict__)
     return module
 
 
@@ -175,23 +178,26 @@ class CPURunner:
 
     retry_on = RuntimeBroadcast  # what a caller of `jitted` hands back to __call__
 
-    def __init__(self, program, jitted, arg_constants, source: str, packing=()):
-        self.program = program
+    def __init__(self, inputs, jitted, arg_constants, source: str, packing=(), program_of=None):
+        self._program_of = program_of
         self.jitted = jitted
         self.arg_constants = tuple(arg_constants)
         self.source = source
         # 0-d inputs that travel packed: [(dtype, [input positions])]
         self.packing = [(d, list(ks)) for d, ks in packing]
         packed = {k for _, ks in self.packing for k in ks}
-        self.direct = [k for k in range(len(program.inputs)) if k not in packed]
-        bufs = [program.buffers[i] for i in program.inputs]
-        types = [numba.typeof(np.empty((0,) * bufs[k].ndim, dtype=bufs[k].dtype))
-                 for k in self.direct]
-        types += [numba.typeof(np.empty(len(ks), dtype=d)) for d, ks in self.packing]
-        types += [numba.typeof(c) for c in self.arg_constants]
-        self.signature = tuple(types)
+        self.direct = [k for k in range(len(inputs)) if k not in packed]
+        arg_types = [numba.typeof(np.empty((0,) * inputs[k][1], dtype=inputs[k][0]))
+                     for k in self.direct]
+        arg_types += [numba.typeof(np.empty(len(ks), dtype=d)) for d, ks in self.packing]
+        arg_types += [numba.typeof(c) for c in self.arg_constants]
+        self.signature = tuple(arg_types)
         self.general = None  # () -> the runner of the general program (see build_runner)
         self._general = None
+
+    @property
+    def program(self):
+        return self._program_of()
 
     def compile(self) -> None:
         """Compile (or load from numba's cache) the signature every call uses."""

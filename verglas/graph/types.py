@@ -9,6 +9,8 @@ __all__ = ["Type", "TensorType", "ScalarType", "as_dtype"]
 
 def as_dtype(dtype) -> str:
     """Normalise a dtype-like (str, np.dtype, Python type) to numpy's canonical name."""
+    if dtype in _SUPPORTED and type(dtype) is str:  # the usual case: already a name
+        return dtype
     name = np.dtype(dtype).name
     if name not in _SUPPORTED:
         raise TypeError(f"unsupported dtype {name!r}; verglas supports {sorted(_SUPPORTED)}")

@@ -33,7 +33,7 @@ def test_a_dying_input_hands_its_array_over():
     assert storage.slot_storage[1][0] == "b0"
     assert 0 not in storage.slot_storage  # slot 0's next buffer gets a new array
     assert storage.alloc(2, "(n, )") == "b2"
-    assert storage.em.lines[-1].strip() == "b2 = np.empty((n, ), np.float64)"
+    assert storage.em.lines[-1].strip() == "b2 = empty0((n, ), np.float64)"
 
 
 def test_the_slots_swap_arrays_when_the_result_outlives_its_input():

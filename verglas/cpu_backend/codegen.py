@@ -8,7 +8,7 @@ import re
 import numpy as np
 
 from verglas.graph.basic import Constant
-from verglas.cpu_backend.intrinsics import c_view
+from verglas.cpu_backend.intrinsics import c_view, empty_expr
 from verglas.source import Emitter, np_dtype
 
 __all__ = ["Emitter", "ProgramSource", "generate", "INLINE_CONSTANT_LIMIT", "np_dtype"]
@@ -273,7 +273,7 @@ class _Storage:
             return out
         slot = self.program.slots[bid] if self.program.slots else None
         if slot is None or slot not in self.slot_storage:
-            self.em.line(f"{out} = np.empty({shape_expr}, {np_dtype(buf.dtype)})")
+            self.em.line(f"{out} = {empty_expr(self.src, shape_expr, buf.dtype)}")
             if slot is not None:
                 self.slot_storage[slot] = (out, shape_expr)
         else:  # reuse the storage of a dead buffer of the same dtype and size
@@ -337,9 +337,11 @@ def generate(program, name: str = "program", parent: ProgramSource | None = None
     from collections import Counter
 
     from verglas.ops.elemwise import Elemwise
+    from verglas.ops.reduce import Reduce
 
     src.shared_ops = {op: n for op, n in Counter(
-        s.node.op for s in program.steps if isinstance(s.node.op, Elemwise)).items() if n >= 2}
+        s.node.op for s in program.steps if isinstance(s.node.op, (Elemwise, Reduce))).items()
+        if n >= 2}
     em = src.emitter
     names = _Names(em)
     contiguous: dict[int, bool] = {}

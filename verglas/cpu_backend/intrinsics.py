@@ -4,6 +4,8 @@ A program is one big function and numba's compile time grows with every statemen
 `a.reshape(shape)` lowers to a C-helper call, tuple packing and error paths (measured 10-30 ms
 of compile per call site), where a view of a C-contiguous array needs only a new shape and
 strides. `reshaped` writes the cheap form where the array is known to be C-contiguous.
+`np.empty` is an overload numba compiles as a function of its own for every (shape type,
+dtype) a program uses (40-150 ms each); `empty_c` lowers the allocation in place.
 """
 
 from __future__ import annotations
@@ -12,7 +14,14 @@ from llvmlite import ir as llvm_ir
 from numba.core import cgutils, types
 from numba.core.extending import intrinsic
 
-__all__ = ["c_view", "scalars_at", "reshaped"]
+from verglas.source import np_dtype
+
+try:  # numba's own lowering of np.empty's body (numba.np.arrayobj, stable for years)
+    from numba.np.arrayobj import _empty_nd_impl, _parse_shape
+except ImportError:  # pragma: no cover - then programs call np.empty
+    _empty_nd_impl = _parse_shape = None
+
+__all__ = ["c_view", "empty_c", "scalars_at", "reshaped", "empty_expr"]
 
 
 @intrinsic
@@ -88,3 +97,35 @@ def reshaped(ctx, name: str, shape_expr: str, contiguous: bool = True) -> str:
     if not contiguous:
         return f"{name}.reshape({shape_expr})"
     return f"{ctx.helper('view', c_view)}({name}, {shape_expr})"
+
+
+@intrinsic
+def empty_c(typingctx, shape, dtype):
+    """np.empty(shape, dtype) (a C-contiguous array), lowered where it is called."""
+    if isinstance(dtype, types.NumberClass):
+        item = dtype.instance_type
+    elif isinstance(dtype, types.DType):
+        item = dtype.dtype
+    else:
+        return None
+    if isinstance(shape, types.Integer):
+        ndim = 1
+    elif isinstance(shape, types.BaseTuple) and all(isinstance(t, types.Integer) for t in shape):
+        ndim = len(shape)
+    else:
+        return None
+    ret = types.Array(item, ndim, "C")
+
+    def codegen(context, builder, sig, args):
+        dims = _parse_shape(context, builder, sig.args[0], args[0])  # (negative dims raise)
+        return _empty_nd_impl(context, builder, ret, dims)._getvalue()
+
+    return ret(shape, dtype), codegen
+
+
+def empty_expr(src, shape_expr: str, dtype: str) -> str:
+    """The expression allocating an array of `shape_expr` and `dtype` in the generated code
+    of ProgramSource `src`."""
+    if _empty_nd_impl is None:  # pragma: no cover
+        return f"np.empty({shape_expr}, {np_dtype(dtype)})"
+    return f"{src.add_global('empty', empty_c)}({shape_expr}, {np_dtype(dtype)})"

@@ -15,7 +15,7 @@ import numba
 import numpy as np
 
 from verglas.cpu_backend.codegen import np_dtype
-from verglas.cpu_backend.intrinsics import c_view, reshaped, scalars_at
+from verglas.cpu_backend.intrinsics import c_view, empty_c, empty_expr, reshaped, scalars_at
 from verglas.source import cast_expr
 from verglas.source import literal as source_literal
 from verglas.graph.basic import Constant
@@ -23,9 +23,8 @@ from verglas.ops import scalar as s
 from verglas.ops.elemwise import DimShuffle, Elemwise
 from verglas.ops.shape import MakeVector, Reshape, Shape, ShapeI, SumToShape
 
-__all__ = ["RuntimeBroadcast", "emit", "scalar_impl", "literal", "register_helper", "helper_ref",
-           "resolve_helper",
-           "HELPER_REFS"]
+__all__ = ["RuntimeBroadcast", "KernelContext", "emit", "scalar_impl", "literal",
+           "register_helper", "helper_ref", "resolve_helper", "HELPER_REFS"]
 
 class RuntimeBroadcast(Exception):
     """Raised by a specialized program (ProgramSource.specialized) when an input's length-1 dim
@@ -37,7 +36,8 @@ HELPER_REFS: dict = {}  # name -> module-level jitted helper used by generated c
 _SCALAR_REFS: dict = {}  # id(jitted scalar impl) -> ("scalar", op name, dtype)
 
 
-HELPER_REFS.update(scalars_at=scalars_at, c_view=c_view)  # intrinsics, found by name too
+# intrinsics generated code calls, found again by name
+HELPER_REFS.update(scalars_at=scalars_at, c_view=c_view, empty_c=empty_c)
 
 
 def register_helper(fn):
@@ -227,16 +227,17 @@ def _emit_elemwise(op, ctx) -> None:
         _emit_elemwise_generic(op, ctx, arrays, scalars)
 
 
-class _KernelContext:
-    """What `_emit_elemwise_proven` needs, for the body of a shared kernel function: its
-    arrays, scalars and outputs are the function's parameters."""
+class KernelContext:
+    """A step's emitter writing the body of a shared kernel function (one per distinct op and
+    argument types, called by every step using it): its input arrays are the parameters
+    p<i>, its outputs o<j> (allocated by the caller) or, inplace, their input's parameter."""
 
     def __init__(self, src, parent, contiguous):
         self.src, self.em = src, src.emitter
         self.node, self.op, self.step = parent.node, parent.op, parent.step
         self.program = parent.program
         self._contiguous = contiguous
-        self._inplace = dict(parent.op.inplace_pattern)
+        self._inplace = dict(getattr(parent.op, "inplace_pattern", ()))
 
     def alloc(self, j, shape_expr):
         # an inplace output is its input parameter: one pointer, so LLVM sees the aliasing
@@ -245,6 +246,12 @@ class _KernelContext:
 
     def inp(self, i):
         return f"p{i}"
+
+    def input_var(self, i):
+        return self.node.inputs[i]
+
+    def raise_(self, exc: str, message: str) -> None:
+        self.em.line(f"raise {exc}({message!r})")
 
     def is_contiguous(self, i):
         return self._contiguous[i]
@@ -303,7 +310,7 @@ def _scalar_group_args(ctx, sources, group) -> list[str]:
             loc[1] == locs[0][1] + m for m, loc in enumerate(locs)):
         return [f"pk{locs[0][0]}", ctx.src.offset(locs[0][1])]
     v = ctx.fresh("sv")  # mixed: build the array element by element
-    ctx.line(f"{v} = np.empty(({len(group)},), {np_dtype(dtype)})")
+    ctx.line(f"{v} = {empty_expr(ctx.src, f'({len(group)},)', dtype)}")
     for m, i in enumerate(group):
         kind, value = sources[i]
         ctx.line(f"{v}[{m}] = {literal(value, dtype, ctx) if kind == 'const' else value}")
@@ -332,7 +339,7 @@ def _emit_elemwise_shared(op, ctx, arrays, sources, modes) -> None:
         groups = _scalar_groups(ctx, sources)
         ctx.src.shared_kernels[key] = entry = (name, groups)
         kern = ctx.src.child(name)
-        kctx = _KernelContext(kern, ctx, contiguous)
+        kctx = KernelContext(kern, ctx, contiguous)
         params = [f"p{i}" for i, _ in arrays]
         for k, group in enumerate(groups):
             if len(group) == 1:
@@ -692,7 +699,7 @@ def _emit_make_vector(op, ctx) -> None:
         return
     # element by element: numba's np.array rejects tuples of mixed scalar types
     out = ctx.out(0)
-    ctx.line(f"{out} = np.empty({len(elements)}, {np_dtype(op.dtype)})")
+    ctx.line(f"{out} = {empty_expr(ctx.src, f'({len(elements)},)', op.dtype)}")
     for i, value in enumerate(elements):
         ctx.line(f"{out}[{i}] = {value}")
 

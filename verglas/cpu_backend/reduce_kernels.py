@@ -12,7 +12,7 @@ import numpy as np
 from verglas.cpu_backend.codegen import np_dtype
 from verglas.source import tuple_expr
 from verglas.cpu_backend.intrinsics import reshaped
-from verglas.cpu_backend.kernels import emit, literal
+from verglas.cpu_backend.kernels import KernelContext, emit, literal
 from verglas.ops.reduce import All, Any, Argmax, Argmin, CumSum, Max, Min, Prod, Reduce, Sum
 
 __all__ = []
@@ -61,18 +61,46 @@ def _index(names) -> str:
     return "[" + ", ".join(names) + "]" if names else "[()]"
 
 
+def _reduced_shape(op, x: str, ndim: int) -> str:
+    axes = set(op.axis)
+    if op.keepdims:
+        return tuple_expr("1" if a in axes else f"{x}.shape[{a}]" for a in range(ndim))
+    return tuple_expr(f"{x}.shape[{a}]" for a in range(ndim) if a not in axes)
+
+
 @emit.register(Reduce)
 def _emit_reduce(op, ctx) -> None:
+    if ctx.src.shared_ops.get(op, 0) >= 2 and ctx.input_var(0).ndim >= 2:
+        _emit_reduce_shared(op, ctx)
+    else:
+        _emit_reduce_inline(op, ctx)
+
+
+def _emit_reduce_shared(op, ctx) -> None:
+    """A call of one kernel function per (op, input type): each inline reduction costs numba
+    ~0.1 s of compile, a call a few ms (mlp_grad's gradient has three column sums)."""
+    x = ctx.inp(0)
+    var = ctx.input_var(0)
+    key = ("reduce", op, var.dtype, var.ndim, ctx.layout(0))
+    name = ctx.src.shared_kernels.get(key)
+    if name is None:
+        name = ctx.src.shared_kernels[key] = ctx.src.emitter.fresh("kred")
+        kern = ctx.src.child(name)
+        _emit_reduce_inline(op, KernelContext(kern, ctx, {0: ctx.is_contiguous(0)}))
+        kern.emitter.line("return")
+        ctx.src.functions.append("\n".join([f"def {name}(p0, o0):"] + kern.emitter.lines))
+        ctx.src.jit_names.append(name)
+    out = ctx.alloc(0, _reduced_shape(op, x, var.ndim))
+    ctx.line(f"{name}({x}, {out})")
+
+
+def _emit_reduce_inline(op, ctx) -> None:
     x = ctx.inp(0)
     ndim = ctx.input_var(0).ndim
     out_dtype = ctx.node.outputs[0].dtype
     axes = set(op.axis)
     kept = [a for a in range(ndim) if a not in axes]
-    if op.keepdims:
-        dims = ["1" if a in axes else f"{x}.shape[{a}]" for a in range(ndim)]
-    else:
-        dims = [f"{x}.shape[{a}]" for a in kept]
-    out = ctx.alloc(0, "(" + "".join(f"{d}, " for d in dims) + ")")
+    out = ctx.alloc(0, _reduced_shape(op, x, ndim))
     if not op.has_identity and op.axis:
         ctx.line(f"if {' or '.join(f'{x}.shape[{a}] == 0' for a in op.axis)}:")
         with ctx.indent():

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from verglas.cpu_backend.intrinsics import empty_expr
 from verglas.cpu_backend.kernels import HELPER_REFS, register_helper
 from verglas.cpu_backend.parallel_for import call_on_pool, parallel_range
 from verglas.cpu_backend.threads import parallel_rows
@@ -337,9 +338,9 @@ def emit_row_group(contexts) -> None:
                     row_aliases[b] = taken
                 else:
                     scratch.append(b)
-                    # (one row of a 2-d array: the program's np.empty signature, compiled once)
-                    scratch_lines.append(f"{ctx.out(j)} = np.empty((1, {cols}), "
-                                         f"{np_dtype(node.outputs[j].dtype)})[0]")
+                    shape = f"({cols},)"
+                    scratch_lines.append(f"{ctx.out(j)} = "
+                                         f"{empty_expr(ctx.src, shape, node.outputs[j].dtype)}")
             else:
                 ctx.alloc(j, f"({rows}, {cols}, )")
         plans[step.index] = ("elemwise", ctx, scalars, arrays, cols)

@@ -68,3 +68,24 @@ def test_threads_mixing_both_programs():
     data = [[rng(k).normal(size=s) for s in shapes[k % 4]] for k in range(8)]
     expected = [ref(*d) for d in data]
     calls_in_threads(fast, data, expected, 100, rtol=1e-12)
+
+
+def test_ops_used_twice_share_one_checked_kernel():
+    """Two layers' tanh(x @ w + b) and two column sums: one kernel function each, called after
+    each step's own broadcast check (the general program takes a broadcasting call)."""
+    x = vg.tensor("x", shape=(None, None), dtype="float32")
+    w1, w2 = (vg.tensor(n, shape=(None, None), dtype="float32") for n in ("w1", "w2"))
+    b1, b2 = (vg.tensor(n, shape=(None,), dtype="float32") for n in ("b1", "b2"))
+    h1 = vg.tanh(x @ w1 + b1)
+    h2 = vg.tanh(h1 @ w2 + b2)
+    outs = [h2, vg.sum(h1, axis=0, keepdims=True), vg.sum(h2, axis=0, keepdims=True)]
+    inputs = [x, w1, b1, w2, b2]
+    fast, _ = compile_pair(inputs, outs)
+    source = fast._runner.source
+    assert source.count("def kern") == 1 and source.count("def kred") == 1
+    assert source.count("kern0(") == 3 and source.count("kred0(") == 3  # (with the def)
+    g = rng(4)
+    arrays = [g.normal(size=s).astype("float32") for s in ((5, 3), (3, 4), (4,), (4, 2), (2,))]
+    compare_backend(inputs, outs, arrays)
+    arrays[2] = arrays[2][:1]  # b1 broadcasts at run time: the general program
+    compare_backend(inputs, outs, arrays)

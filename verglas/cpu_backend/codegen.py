@@ -17,6 +17,10 @@ INLINE_CONSTANT_LIMIT = 4096  # constants up to this many elements are baked int
 # With more 0-d inputs than this, they travel packed in one array per dtype: each array argument
 # costs numba ~10 ms of compile time (and dispatch time at every call).
 PACK_THRESHOLD = 4
+# An Elemwise or reduction op used at least this many times in a program becomes one kernel
+# function its steps call: compiling a kernel costs about as much as one inline loop nest,
+# each call a few ms.
+SHARE_MIN_USES = 2
 
 
 class _Names(dict):
@@ -341,7 +345,7 @@ def generate(program, name: str = "program", parent: ProgramSource | None = None
 
     src.shared_ops = {op: n for op, n in Counter(
         s.node.op for s in program.steps if isinstance(s.node.op, (Elemwise, Reduce))).items()
-        if n >= 2}
+        if n >= SHARE_MIN_USES}
     em = src.emitter
     names = _Names(em)
     contiguous: dict[int, bool] = {}

@@ -200,6 +200,10 @@ def _emit_elemwise(op, ctx) -> None:
             arrays.append((i, ctx.inp(i)))
     modes = _broadcast_modes(ctx, arrays)
     proven = all(m != "unknown" for mode in modes.values() for m in mode)
+    dims = None
+    if not proven and ctx.src.specialized:  # checked here, then known like the proven
+        dims, modes = _check_specialized(op, ctx, arrays, modes)
+        proven = True
     if proven and ctx.src.shared_ops.get(op, 0) >= 2 and node.outputs[0].ndim and all(
             i in {i for i, _ in arrays} for _, i in op.inplace_pattern):
         _emit_elemwise_shared(op, ctx, arrays, sources, modes)
@@ -222,7 +226,7 @@ def _emit_elemwise(op, ctx) -> None:
                 scalars[i] = ctx.fresh("h")
                 ctx.line(f"{scalars[i]} = {value}")
     if proven:
-        _emit_elemwise_proven(op, ctx, arrays, scalars, modes)
+        _emit_elemwise_proven(op, ctx, arrays, scalars, modes, dims)
     else:
         _emit_elemwise_generic(op, ctx, arrays, scalars)
 
@@ -550,9 +554,6 @@ def _emit_elemwise_generic(op, ctx, arrays, scalars) -> None:
     ndim = node.outputs[0].ndim
     out_static = node.outputs[0].type.shape
     modes = _broadcast_modes(ctx, arrays)
-    if ctx.src.specialized:
-        _emit_elemwise_specialized(op, ctx, arrays, scalars, modes)
-        return
     dims = []
     for axis in range(ndim):
         if out_static[axis] is not None:
@@ -587,10 +588,11 @@ def _emit_elemwise_generic(op, ctx, arrays, scalars) -> None:
     _emit_elemwise_proven(op, ctx, fixed, scalars, modes, dims)
 
 
-def _emit_elemwise_specialized(op, ctx, arrays, scalars, modes) -> None:
+def _check_specialized(op, ctx, arrays, modes) -> tuple[list[str], dict]:
     """No run-time broadcasting: every dim not statically 1 equals the output's, checked in
     one statement (RuntimeBroadcast otherwise). Far less code than the general path's per-input
-    broadcast copies and their helper: mlp_grad's cold compile loses ~1 s."""
+    broadcast copies and their helper: mlp_grad's cold compile loses ~1 s. Returns the output
+    dims and the broadcasting modes now known."""
     node = ctx.node
     out_static = node.outputs[0].type.shape
     dims, checks = [], []
@@ -611,7 +613,7 @@ def _emit_elemwise_specialized(op, ctx, arrays, scalars, modes) -> None:
     modes = {i: ["bcast" if node.inputs[i].type.shape[a] == 1 and m == "unknown" else
                  "full" if m == "unknown" else m for a, m in enumerate(mode)]
              for i, mode in modes.items()}
-    _emit_elemwise_proven(op, ctx, arrays, scalars, modes, dims)
+    return dims, modes
 
 
 # -- views and shapes ------------------------------------------------------------------------

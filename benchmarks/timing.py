@@ -33,17 +33,24 @@ def _sample(fn: Callable, sync: Callable, number: int) -> float:
 
 
 def measure(fn: Callable, *, sync: Callable = lambda r: None, repeat: int = 7,
-            warmup: int = 1, min_total: float = 0.2, min_sample: float = 0.0,
-            max_number: int = 1_000_000) -> Timing:
-    """Time `fn()` after `warmup` calls: `repeat` samples, each of `number` calls.
+            warmup: int = 1, warmup_s: float = 0.1, min_total: float = 0.2,
+            min_sample: float = 0.0, max_number: int = 1_000_000) -> Timing:
+    """Time `fn()` after at least `warmup` calls and `warmup_s` seconds of calls: `repeat`
+    samples, each of `number` calls.
 
+    The warmup time matters when frameworks are measured one after another in one process:
+    a BLAS or Eigen thread pool the previous one used keeps spinning for a while after its
+    last call, and on a 2-core machine it takes a core from whatever runs next.
     `number` is chosen so that all samples together take at least `min_total` seconds and one
     sample at least `min_sample` seconds (use a few milliseconds for microsecond calls). The
-    last warmup call, timed, sets `number`: slow programs cost warmup + repeat calls in all.
+    last warmup call, timed, sets `number`.
     """
     once = 0.0
-    for _ in range(max(1, warmup)):
+    start = time.perf_counter()
+    calls = 0
+    while calls < max(1, warmup) or time.perf_counter() - start < warmup_s:
         once = _sample(fn, sync, 1)
+        calls += 1
     number = 1
     target = max(min_total / repeat, min_sample)
     if once < target:

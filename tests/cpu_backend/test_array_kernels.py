@@ -238,3 +238,37 @@ def test_mlp_forward_and_gradient():
     arrays = [g.normal(size=(6, 4)), g.integers(0, 3, size=6), g.normal(size=(4, 8)),
               g.normal(size=8), g.normal(size=(8, 3)), g.normal(size=3)]
     compare_backend([x, y, w1, b1, w2, b2], [loss, *grads], arrays)
+
+
+_BLAS_SCRIPT = """
+import numpy as np, verglas as vg
+from verglas.cpu_backend.blas import numpy_cblas_gemm
+a = vg.tensor("a", shape=(None, None), dtype="float32")
+b = vg.tensor("b", shape=(None, None), dtype="float64")
+f = vg.compile([a, b], [a @ a.T, b.T @ b])
+g = np.random.default_rng(0)
+x, y = g.standard_normal((5, 3)).astype("float32"), g.standard_normal((4, 6))[:, ::2]
+r = f(x, y)
+assert np.allclose(r[0], x @ x.T, rtol=1e-5) and np.allclose(r[1], y.T @ y)
+print(sorted(numpy_cblas_gemm()))
+"""
+
+
+@pytest.mark.parametrize("numpy_blas", ["1", "0"])
+def test_products_through_numpy_blas_or_numbas(tmp_path, numpy_blas):
+    """numpy's own CBLAS where its wheel ships one (one thread pool with numpy's products),
+    numba's gemm otherwise (VERGLAS_NUMPY_BLAS=0 forces it): the same results."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, VERGLAS_CACHE_DIR=str(tmp_path), VERGLAS_NUMPY_BLAS=numpy_blas)
+    out = subprocess.run([sys.executable, "-c", _BLAS_SCRIPT], env=env, text=True,
+                         capture_output=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    import glob
+
+    libs = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
+    wheel = bool(glob.glob(os.path.join(libs, "libscipy_openblas64_*")))
+    expected = "['d', 's']" if numpy_blas == "1" and wheel else "[]"
+    assert out.stdout.strip().splitlines()[-1] == expected

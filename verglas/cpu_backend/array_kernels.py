@@ -11,6 +11,7 @@ from numba.extending import intrinsic
 from numba.np.arrayobj import make_array
 from numba.np.linalg import check_blas_return, ensure_blas, get_blas_kind, make_constant_slot
 
+from verglas.cpu_backend.blas import COL_MAJOR, NO_TRANS, TRANS, numpy_cblas_gemm
 from verglas.cpu_backend.codegen import np_dtype
 from verglas.cpu_backend.intrinsics import reshaped
 from verglas.cpu_backend.kernels import HELPER_REFS, broadcast_dim, emit, register_helper
@@ -237,16 +238,41 @@ def _gemm_function(context, module, dtype):
                                               ir.Constant(intp, 1)))
                 builder.store(bad, status)
                 with builder.if_then(builder.icmp_signed("==", bad, zero)):
-                    xxgemm = cgutils.get_or_insert_function(module, _GEMM_FNTY, "numba_xxgemm")
-                    alpha = make_constant_slot(context, builder, dtype, 1.0)
-                    beta = make_constant_slot(context, builder, dtype, 0.0)
-                    res = builder.call(xxgemm, (
-                        ir.Constant(_ll_char, ord(kind)), tb, ta, n, m, k,
-                        builder.bitcast(alpha, _ll_void_p), b_data, ldb, a_data, lda,
-                        builder.bitcast(beta, _ll_void_p), c_data, n))
-                    check_blas_return(context, builder, res)
+                    cblas = numpy_cblas_gemm().get(kind)
+                    if cblas is not None:  # numpy's own BLAS (see blas.py)
+                        _call_cblas(context, builder, module, cblas, dtype, tb, ta, n, m, k,
+                                    b_data, ldb, a_data, lda, c_data, n)
+                    else:
+                        xxgemm = cgutils.get_or_insert_function(module, _GEMM_FNTY,
+                                                                "numba_xxgemm")
+                        alpha = make_constant_slot(context, builder, dtype, 1.0)
+                        beta = make_constant_slot(context, builder, dtype, 0.0)
+                        res = builder.call(xxgemm, (
+                            ir.Constant(_ll_char, ord(kind)), tb, ta, n, m, k,
+                            builder.bitcast(alpha, _ll_void_p), b_data, ldb, a_data, lda,
+                            builder.bitcast(beta, _ll_void_p), c_data, n))
+                        check_blas_return(context, builder, res)
     builder.ret(builder.load(status))
     return fn
+
+
+def _call_cblas(context, builder, module, symbol, dtype, transa, transb, m, n, k, a, lda, b,
+                ldb, c, ldc) -> None:
+    """numba_xxgemm's column-major product (transa/transb as 'n'/'t') through the CBLAS
+    gemm `symbol` (see blas.py)."""
+    i32 = ir.IntType(32)
+    intp = m.type
+    real = context.get_value_type(dtype)
+    fnty = ir.FunctionType(ir.VoidType(), [i32, i32, i32, intp, intp, intp, real, _ll_void_p,
+                                           intp, _ll_void_p, intp, real, _ll_void_p, intp])
+    gemm = cgutils.get_or_insert_function(module, fnty, symbol)
+
+    def trans(t):
+        return builder.select(builder.icmp_unsigned("==", t, ir.Constant(_ll_char, ord("n"))),
+                              i32(NO_TRANS), i32(TRANS))
+
+    builder.call(gemm, (i32(COL_MAJOR), trans(transa), trans(transb), m, n, k, real(1.0), a,
+                        lda, b, ldb, real(0.0), c, ldc))
 
 
 @intrinsic
@@ -276,6 +302,7 @@ def _gemm(typingctx, a, b, out):
 
 
 HELPER_REFS["_gemm"] = _gemm  # generated code names it; cached programs find it again
+numpy_cblas_gemm()  # its symbols must be known before a cached program's code loads
 
 
 @register_helper

@@ -1,4 +1,5 @@
-"""Whether generated programs may run loops over rows on several threads (numba `prange`).
+"""Whether generated programs may run loops over rows on several threads (numba's thread
+pool, through parallel_for.parallel_range).
 
 A Function is called from many Python threads at once, so only a threading layer that is safe
 under concurrent calls will do: TBB (numba's first choice when it loads), or OpenMP when the
@@ -46,7 +47,7 @@ def _load_tbb() -> bool:
 
 @functools.cache
 def parallel_rows() -> bool:
-    """True when row loops may use numba.prange; VERGLAS_THREADS=0 turns it off."""
+    """True when row loops may run on numba's thread pool; VERGLAS_THREADS=0 turns it off."""
     if os.environ.get("VERGLAS_THREADS", "") == "0":
         return False
     layer = numba.config.THREADING_LAYER

@@ -114,8 +114,9 @@ class Function:
     def __init__(self, graph: FrozenFunctionGraph | None, input_names, single: bool,
                  device: str, mode, cache_key: str | None = None, program=None, load=None,
                  input_types=None):
-        self._graph, self._program, self._load = graph, program, load
+        self._load = load
         self.input_names = list(input_names)
+        self._attach(graph, program)
         self.single = single
         self.device = device
         self.mode = mode
@@ -124,10 +125,19 @@ class Function:
                              else [v.type for v in graph.inputs])
         self._build()
 
+    def _attach(self, graph, program) -> None:
+        """Hold the optimized graph (None: not loaded yet) and its Program, if it is one."""
+        self._graph = graph
+        if program is not None and program.graph is graph and graph is not None:
+            program.rename_inputs(self.input_names)  # a cached Program: this caller's names
+        else:
+            program = None  # lowered when asked for
+        self._program = program
+
     @property
     def graph(self) -> FrozenFunctionGraph:
         if self._graph is None:
-            self._graph, self._program = self._load()
+            self._attach(*self._load())
         return self._graph
 
     @property
@@ -135,14 +145,9 @@ class Function:
         """The scheduled Program (None in reference mode)."""
         if self.mode == "reference":
             return None
-        graph = self.graph
-        program = self._program
-        if program is None or program.graph is not graph:
-            program = _lower(graph, self.input_names)
-        else:
-            program.rename_inputs(self.input_names)  # a cached Program: this caller's names
-        self._program = program
-        return program
+        if self._program is None:
+            self._program = _lower(self.graph, self.input_names)
+        return self._program
 
     def _build(self):
         from verglas.reference import ReferenceRunner
@@ -233,10 +238,11 @@ class Function:
                 "fast_run", "cache_key": self.cache_key, "program": self.program}
 
     def __setstate__(self, state):
-        self._graph, self._program = state.pop("graph"), state.pop("program", None)
+        graph, program = state.pop("graph"), state.pop("program", None)
         self._load = None
         self.__dict__.update(state)
-        self._input_types = [v.type for v in self._graph.inputs]
+        self._attach(graph, program)
+        self._input_types = [v.type for v in graph.inputs]
         self._build()
 
 

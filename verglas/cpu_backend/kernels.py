@@ -14,7 +14,6 @@ import re
 import numba
 import numpy as np
 
-from verglas.cpu_backend.codegen import np_dtype
 from verglas.cpu_backend.intrinsics import c_view, empty_c, empty_expr, reshaped, scalars_at
 from verglas.source import cast_expr
 from verglas.source import literal as source_literal
@@ -533,7 +532,7 @@ def _emit_broadcast_copy(ctx, name, v, target, dtype, ndim, contiguous) -> None:
     copy loops would cost compile time in every program for a case that rarely runs.)
     """
     fn = ctx.helper("broadcast_into", _broadcast_into)
-    empty = f"np.empty({target}, {np_dtype(dtype)})"
+    empty = empty_expr(ctx.src, target, dtype)
     if contiguous:
         same = ctx.fresh("same")
         ctx.line(f"{same} = {name}.shape == {target}")

@@ -252,6 +252,8 @@ def _fast_call(function: Function):
     It checks exactly what the program's signature assumes (ndarray, dtype, ndim, C order,
     static dims) and falls back to the checked call for anything else.
     """
+    from verglas.cpu_backend.runtime import NO_WORKSPACE
+
     runner = function._runner
     n = len(function._specs)
     names = [f"a{k}" for k in range(n)]
@@ -263,24 +265,35 @@ def _fast_call(function: Function):
             if dim is not None:
                 conds.append(f"{name}.shape[{axis}] == {dim}")
     consts = "".join(f", C{k}" for k in range(len(runner.arg_constants)))
-    result = "r[0]" if function.single else "list(r)"
     unpack = f"{', '.join(names)}{',' if n == 1 else ''} = args" if n else "pass"
     test = " and ".join(conds) if conds else "True"
     call_args = [names[k] for k in runner.direct]
     call_args += [f"array(({''.join(names[k] + ', ' for k in ks)}), P{j})"
                   for j, (_, ks) in enumerate(runner.packing)]
+    call = f"JIT({', '.join(call_args)}{consts})"
+    result = "r[0]" if function.single else "list(r)"
+    take = give = ""
+    if runner.workspace:  # see CPURunner: one workspace per call running at once
+        call = f"JIT({', '.join(call_args)}{consts}, w)"
+        result = "r[0]" if function.single else "list(r[:-1])"
+        take = "            w = POOL.pop() if POOL else NO_WS\n"
+        give = "            POOL.append(w if r[-1] <= len(w) else empty(r[-1], uint8))\n"
     source = (f"def fast(*args):\n"
               f"    if len(args) == {n}:\n"
               f"        {unpack}\n"
               f"        if {test}:\n"
+              f"{take}"
               f"            try:\n"
-              f"                r = JIT({', '.join(call_args)}{consts})\n"
+              f"                r = {call}\n"
               f"            except RETRY:\n"  # broadcasting at run time: the general program
               f"                return checked(*args)\n"
+              f"{give}"
               f"            return {result}\n"
               f"    return checked(*args)\n")
     namespace = {"ndarray": np.ndarray, "JIT": runner.jitted, "checked": function._call_checked,
-                 "array": np.array, "RETRY": getattr(runner, "retry_on", ())}
+                 "array": np.array, "RETRY": getattr(runner, "retry_on", ()),
+                 "POOL": runner.pool, "NO_WS": NO_WORKSPACE, "empty": np.empty,
+                 "uint8": np.uint8}
     namespace.update({f"P{j}": np.dtype(d) for j, (d, _) in enumerate(runner.packing)})
     namespace.update({f"D{k}": spec[0] for k, spec in enumerate(function._specs)})
     namespace.update({f"C{k}": c for k, c in enumerate(runner.arg_constants)})

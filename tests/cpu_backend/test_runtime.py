@@ -23,6 +23,52 @@ def test_threads_share_one_function():
     calls_in_threads(fast, [[d] for d in data], expected, 200, rtol=1e-12, atol=1e-12)
 
 
+def _workspace_program():
+    """A program with temporaries of several sizes, returned as views and inplace results."""
+    x = vg.tensor("x", (None, 4), "float64")
+    w = vg.tensor("w", (4, 4), "float64")
+    h = vg.tanh(x @ w)
+    z = vg.exp(h @ w.T) + h
+    return [x, w], [z, h.T, (z * h).sum(axis=0), (h @ w).sum()]
+
+
+def test_temporaries_live_in_a_workspace_kept_across_calls():
+    inputs, outs = _workspace_program()
+    fast, ref = compile_pair(inputs, outs)
+    runner = fast._runner
+    assert runner.workspace and "ws_take" in runner.source
+    w = rng(1).normal(size=(4, 4))
+    results = []
+    for n in (5, 300, 2, 0, 300, 1):  # the workspace grows, then serves smaller calls
+        x = rng(n).normal(size=(n, 4))
+        got = fast(x, w)
+        for g, e in zip(got, ref(x, w)):
+            np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-12)
+        results.append(([g.copy() for g in got], got))
+    for saved, got in results:  # later calls overwrote none of an earlier call's results
+        for s, g in zip(saved, got):
+            np.testing.assert_array_equal(s, g)
+    assert len(runner.pool) == 1  # one thread: one workspace, as big as the largest call
+    ws = runner.pool[0]
+    assert ws.nbytes >= 2 * 300 * 4 * 8
+    assert not any(np.shares_memory(g, ws) for _, got in results for g in got)
+    # calling the runner directly (the checked path) shares the same pool
+    x = rng(9).normal(size=(7, 4))
+    for g, e in zip(fast._call_checked(x[::1], w), ref(x, w)):
+        np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-12)
+    assert runner.pool == [ws]
+
+
+def test_threads_calling_at_once_each_get_a_workspace():
+    inputs, outs = _workspace_program()
+    fast, ref = compile_pair(inputs, outs)
+    w = rng(2).normal(size=(4, 4))
+    data = [[rng(k).normal(size=(1 + 37 * k, 4)), w] for k in range(8)]
+    expected = [ref(*d) for d in data]
+    calls_in_threads(fast, data, expected, 200, rtol=1e-12, atol=1e-12)
+    assert 1 <= len(fast._runner.pool) <= 8
+
+
 def test_pickle_round_trip_skips_rewrites(monkeypatch):
     inputs, outs = matmul_program()
     fast, _ = compile_pair(inputs, outs)

@@ -17,9 +17,9 @@ def _plan(live, slots, takes_over=None, outputs=(), dtypes=None):
     return SimpleNamespace(buffers=buffers, live=live, slots=slots)
 
 
-def _storage(program, allocated):
+def _storage(program, allocated, workspace=False):
     storage = _Storage(program, {b: f"b{b}" for b in range(len(program.live))},
-                       ProgramSource("program"))
+                       ProgramSource("program"), workspace=workspace)
     for b in allocated:
         storage.alloc(b, "(n, )")
     return storage
@@ -48,7 +48,7 @@ def test_a_result_dying_first_shares_the_array_and_leaves_the_slots():
     program = _plan(live=[(0, 6), (2, 4)], slots=[0, 1])
     storage = _storage(program, [0])
     assert storage.adopt(1, 0, step=2) == "b1"
-    assert storage.slot_storage == {0: ("b0", "(n, )")}
+    assert storage.slot_storage == {0: ("b0", "(n, )", True)}
 
 
 def test_no_sharing_when_either_is_destroyed_while_the_other_lives():
@@ -76,3 +76,26 @@ def test_no_sharing_with_program_outputs_or_arrays_outside_the_plan():
     assert _storage(program, []).adopt(1, 0, step=2) is None
     program = _plan(live=[(0, 2), (2, 4)], slots=[0, 1], dtypes={1: "float32"})
     assert _storage(program, [0]).adopt(1, 0, step=2) is None
+
+
+def test_with_a_workspace_only_slots_without_outputs_are_carved_from_it():
+    # b0 dies at step 2, b2 (a program output) gets a slot of its own, b1 reuses slot 0
+    program = _plan(live=[(0, 2), (2, 4), (3, 5)], slots=[0, 0, 1], outputs={2})
+    storage = _storage(program, [0, 1, 2], workspace=True)
+    assert [line.strip() for line in storage.em.lines] == [
+        "b0, wo = ws_take0(ws, wo, (n, ), np.float64)",
+        "b1 = b0",
+        "b2 = empty0((n, ), np.float64)"]
+    assert storage.used_workspace
+
+
+def test_an_output_never_takes_a_workspace_array():
+    # b1 (an output) would take the dying b0's workspace array: refused, it gets a new one
+    program = _plan(live=[(0, 1), (1, 3)], slots=[0, 1], outputs={1})
+    assert _storage(program, [0], workspace=True).adopt(1, 0, step=1) is None
+    # without a workspace b0's array is new, and the output takes it
+    assert _storage(program, [0]).adopt(1, 0, step=1) == "b1"
+    # nor does a slot that later holds an output get a workspace array through a swap
+    program = _plan(live=[(0, 4), (5, 6), (2, 5)], slots=[0, 1, 1], outputs={1})
+    storage = _storage(program, [0], workspace=True)
+    assert storage.adopt(2, 0, step=2) is None

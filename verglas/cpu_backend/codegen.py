@@ -8,7 +8,7 @@ import re
 import numpy as np
 
 from verglas.graph.basic import Constant
-from verglas.cpu_backend.intrinsics import c_view, empty_expr
+from verglas.cpu_backend.intrinsics import c_view, empty_expr, ws_take
 from verglas.source import Emitter, np_dtype
 
 __all__ = ["Emitter", "ProgramSource", "generate", "INLINE_CONSTANT_LIMIT", "np_dtype"]
@@ -79,6 +79,7 @@ class ProgramSource:
         self.specialized = False
         self.parallel = False  # whether some function runs loops on the thread pool
         self.root = self  # the program's source (a sub-function's parent's)
+        self.workspace = False  # whether it takes a workspace `ws` (see _Storage)
 
     def child(self, name: str) -> ProgramSource:
         """A source for one extra function sharing this one's globals and name allocator.
@@ -127,6 +128,8 @@ class ProgramSource:
     def _prologue(self) -> list[str]:
         """Lines for the top of the function: the pools copied into locals, the zero."""
         lines = ["    zo = np.int64(0)"] if self.uses_zero else []
+        if self.workspace:
+            lines.append("    wo = 0")
         for j, (dtype, values) in enumerate(self.pools.items()):
             name = self.add_global("kpool", np.array(values, dtype=dtype))
             lines.append(f"    kq{j} = {name}.copy()")
@@ -262,11 +265,22 @@ class StepContext:
 
 class _Storage:
     """Where temporaries live: the memory plan's slots, each one array reused by later buffers
-    of its dtype and size (see schedule/memory.py)."""
+    of its dtype and size (see schedule/memory.py).
 
-    def __init__(self, program, names, src: ProgramSource):
+    With a `workspace`, slots that never hold a program output are carved from the byte array
+    `ws` the runner keeps across calls (intrinsics.ws_take; `wo` counts the bytes a call needs),
+    so a steady state allocates only its outputs; the others are new arrays at every call.
+    """
+
+    def __init__(self, program, names, src: ProgramSource, workspace: bool = False):
         self.program, self.names, self.src, self.em = program, names, src, src.emitter
-        self.slot_storage: dict[int, tuple[str, str]] = {}  # slot -> (array, its shape expr)
+        # slot -> (array, its shape expr, whether the array is new: one an output may take)
+        self.slot_storage: dict[int, tuple[str, str, bool]] = {}
+        slots = program.slots or ()
+        self.output_slots = {slots[b.id] for b in program.buffers
+                             if b.is_output and slots and slots[b.id] is not None}
+        self.workspace = workspace
+        self.used_workspace = False  # whether the code reads `ws`
 
     def alloc(self, bid: int, shape_expr: str) -> str:
         """Emit the allocation of buffer `bid` with tuple expression `shape_expr`."""
@@ -277,11 +291,17 @@ class _Storage:
             return out
         slot = self.program.slots[bid] if self.program.slots else None
         if slot is None or slot not in self.slot_storage:
-            self.em.line(f"{out} = {empty_expr(self.src, shape_expr, buf.dtype)}")
+            new = slot is None or not self.workspace or slot in self.output_slots
+            if new:
+                self.em.line(f"{out} = {empty_expr(self.src, shape_expr, buf.dtype)}")
+            else:
+                take = self.src.add_global("ws_take", ws_take)
+                self.em.line(f"{out}, wo = {take}(ws, wo, {shape_expr}, {np_dtype(buf.dtype)})")
+                self.used_workspace = True
             if slot is not None:
-                self.slot_storage[slot] = (out, shape_expr)
+                self.slot_storage[slot] = (out, shape_expr, new)
         else:  # reuse the storage of a dead buffer of the same dtype and size
-            storage, storage_shape = self.slot_storage[slot]
+            storage, storage_shape, _ = self.slot_storage[slot]
             if shape_expr == storage_shape:  # (names are never rebound: the same shape)
                 self.em.line(f"{out} = {storage}")
             else:
@@ -296,8 +316,9 @@ class _Storage:
         Allowed when neither is destroyed while the other still needs the array, and neither
         is a program output sharing it with another. If `bid` outlives `source`, the two slots
         swap arrays: later buffers of `bid`'s slot (which start after `bid` dies) get
-        `source`'s, those of `source`'s slot the other one (or a new one). Returns the name,
-        or None where the memory plan does not allow it.
+        `source`'s, those of `source`'s slot the other one (or a new one); a slot holding a
+        program output takes only a new array, never the workspace's. Returns the name, or
+        None where the memory plan does not allow it.
         """
         program, slots, live = self.program, self.program.slots, self.program.live
         if not slots or slots[bid] is None or slots[source] is None:
@@ -315,8 +336,12 @@ class _Storage:
         if end > step and (source in destroyed or bid in destroyed or buffers[bid].is_output):
             return None
         if live[bid][1] > end:
-            array = self.slot_storage.pop(s_in)
-            previous = self.slot_storage.pop(s_out, None)
+            array = self.slot_storage[s_in]
+            previous = self.slot_storage.get(s_out)
+            if (s_out in self.output_slots and not array[2]) or (
+                    previous is not None and s_in in self.output_slots and not previous[2]):
+                return None
+            del self.slot_storage[s_in]
             self.slot_storage[s_out] = array
             if previous is not None:
                 self.slot_storage[s_in] = previous
@@ -381,7 +406,7 @@ def generate(program, name: str = "program", parent: ProgramSource | None = None
             args.append(names[buf.id])
         contiguous[buf.id] = True
 
-    storage = _Storage(program, names, src)
+    storage = _Storage(program, names, src, workspace=parent is None)
 
     from verglas.cpu_backend.rowfusion import emit_row_group, row_groups
 
@@ -411,6 +436,10 @@ def generate(program, name: str = "program", parent: ProgramSource | None = None
         outs.append(names[b] if owned and b not in seen and b not in names.scalars
                     else f"{names[b]}.copy()")
         seen.add(b)
+    src.workspace = storage.used_workspace
+    if src.workspace:  # the last argument, and the bytes this call wanted of it
+        args.append("ws")
+        outs.append("wo")
     em.line(f"return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
 
     def buffer_type(var: str):

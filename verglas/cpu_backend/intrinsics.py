@@ -21,7 +21,10 @@ try:  # numba's own lowering of np.empty's body (numba.np.arrayobj, stable for y
 except ImportError:  # pragma: no cover - then programs call np.empty
     _empty_nd_impl = _parse_shape = None
 
-__all__ = ["c_view", "empty_c", "scalars_at", "reshaped", "empty_expr"]
+__all__ = ["c_view", "empty_c", "scalars_at", "reshaped", "empty_expr", "ws_take",
+           "WORKSPACE_ALIGN"]
+
+WORKSPACE_ALIGN = 64  # bytes: every array carved from a workspace starts on a cache line
 
 
 @intrinsic
@@ -129,3 +132,68 @@ def empty_expr(src, shape_expr: str, dtype: str) -> str:
     if _empty_nd_impl is None:  # pragma: no cover
         return f"np.empty({shape_expr}, {np_dtype(dtype)})"
     return f"{src.add_global('empty', empty_c)}({shape_expr}, {np_dtype(dtype)})"
+
+
+@intrinsic
+def ws_take(typingctx, ws, offset, shape, dtype):
+    """(array, end): a C-contiguous array of `shape` and `dtype` carved from the byte array `ws`
+    at `offset`, and the offset after it (rounded up to WORKSPACE_ALIGN); where it does not fit
+    in `ws` (or its size overflows), a new array instead, while `end` still counts it, so the
+    final offset is the workspace a call needs (see codegen._Storage)."""
+    if isinstance(dtype, types.NumberClass):
+        item = dtype.instance_type
+    elif isinstance(dtype, types.DType):
+        item = dtype.dtype
+    else:
+        return None
+    if not (isinstance(ws, types.Array) and ws.ndim == 1 and ws.layout == "C"
+            and ws.dtype == types.uint8 and isinstance(offset, types.Integer)):
+        return None
+    if isinstance(shape, types.Integer):
+        ndim = 1
+    elif isinstance(shape, types.BaseTuple) and all(isinstance(t, types.Integer) for t in shape):
+        ndim = len(shape)
+    else:
+        return None
+    ret = types.Array(item, ndim, "C")
+    sig = types.Tuple((ret, types.intp))(ws, offset, shape, dtype)
+
+    def codegen(context, builder, sig, args):
+        dims = _parse_shape(context, builder, sig.args[2], args[2])  # (negative dims raise)
+        intp = context.get_value_type(types.intp)
+        itemsize = context.get_abi_sizeof(context.get_data_type(item))
+        nbytes = llvm_ir.Constant(intp, itemsize)
+        overflow = llvm_ir.Constant(llvm_ir.IntType(1), 0)
+        for d in dims:
+            product = builder.smul_with_overflow(nbytes, d)
+            nbytes = builder.extract_value(product, 0)
+            overflow = builder.or_(overflow, builder.extract_value(product, 1))
+        start = context.cast(builder, args[1], sig.args[1], types.intp)
+        mask = llvm_ir.Constant(intp, WORKSPACE_ALIGN - 1)
+        end = builder.and_(builder.add(builder.add(start, nbytes), mask), builder.not_(mask))
+        src = context.make_array(ws)(context, builder, args[0])
+        capacity = builder.extract_value(src.shape, 0)
+        fits = builder.and_(builder.not_(overflow), builder.icmp_signed("<=", end, capacity))
+        slot = cgutils.alloca_once(builder, context.get_value_type(ret))
+        with builder.if_else(fits, likely=True) as (carve, allocate):
+            with carve:
+                out = context.make_array(ret)(context, builder)
+                strides, step = [], llvm_ir.Constant(intp, itemsize)
+                for d in reversed(dims):
+                    strides.append(step)
+                    step = builder.mul(step, d)
+                data = builder.gep(src.data, [start], inbounds=True)
+                context.populate_array(
+                    out, data=builder.bitcast(data, out.data.type),
+                    shape=cgutils.pack_array(builder, dims, ty=intp),
+                    strides=cgutils.pack_array(builder, strides[::-1], ty=intp),
+                    itemsize=llvm_ir.Constant(intp, itemsize), meminfo=src.meminfo,
+                    parent=cgutils.get_null_value(src.parent.type))
+                value = out._getvalue()
+                context.nrt.incref(builder, ret, value)  # it holds the workspace alive
+                builder.store(value, slot)
+            with allocate:
+                builder.store(_empty_nd_impl(context, builder, ret, dims)._getvalue(), slot)
+        return context.make_tuple(builder, sig.return_type, [builder.load(slot), end])
+
+    return sig, codegen

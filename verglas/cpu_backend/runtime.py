@@ -21,7 +21,7 @@ from verglas.cpu_backend.codegen import generate
 from verglas.cpu_backend.kernels import RuntimeBroadcast
 from verglas.cpu_backend.parallel_for import launch
 
-__all__ = ["CPURunner", "build_runner", "JIT_OPTIONS"]
+__all__ = ["CPURunner", "build_runner", "JIT_OPTIONS", "NO_WORKSPACE"]
 
 # NaN/Inf semantics must hold, so no 'nnan'/'ninf'; reassociation lets reductions vectorize.
 JIT_OPTIONS = dict(nogil=True, error_model="numpy",
@@ -82,7 +82,8 @@ def _build(program_of, key: str | None, inputs, specialized: bool):
         exec(compile(text, f"<verglas program {id(src):x}>", "exec"), namespace)
         _jit_functions(namespace, src.jit_names, _CALLEE_OPTIONS)
         jitted = numba.njit(**_program_options(src.parallel))(namespace[src.name])
-        return CPURunner(inputs, jitted, src.arg_constants, text, src.packing, program_of)
+        return CPURunner(inputs, jitted, src.arg_constants, text, src.packing, program_of,
+                         src.workspace)
     directory = cache.entry_dir("cpu", key)
     path = directory / "program.py"
     globals_path = directory / "globals.pkl"
@@ -96,9 +97,10 @@ def _build(program_of, key: str | None, inputs, specialized: bool):
         cache.store_pickle(directory / "runner.pkl", {
             "name": src.name, "jit_names": list(src.jit_names),
             "arg_constants": list(src.arg_constants), "packing": list(src.packing),
-            "parallel": src.parallel})
+            "parallel": src.parallel, "workspace": src.workspace})
     jitted = numba.njit(**_program_options(src.parallel, cache=True))(getattr(module, src.name))
-    return CPURunner(inputs, jitted, src.arg_constants, text, src.packing, program_of)
+    return CPURunner(inputs, jitted, src.arg_constants, text, src.packing, program_of,
+                     src.workspace)
 
 
 def _load_runner(program_of, key: str, inputs):
@@ -118,7 +120,7 @@ def _load_runner(program_of, key: str, inputs):
         _jit_functions(module.__dict__, meta["jit_names"], dict(cache=True, **_CALLEE_OPTIONS))
     jitted = numba.njit(**options)(getattr(module, meta["name"]))
     return CPURunner(inputs, jitted, meta["arg_constants"], path.read_text(), meta["packing"],
-                     program_of)
+                     program_of, meta.get("workspace", False))
 
 
 def _jit_functions(namespace: dict, names, options: dict) -> None:
@@ -174,11 +176,18 @@ def _resolve_globals(spec: dict) -> dict:
 
 
 class CPURunner:
-    """Calls the jitted program with C-contiguous inputs and the constant arguments."""
+    """Calls the jitted program with C-contiguous inputs and the constant arguments.
+
+    A program with a `workspace` also takes a byte array its temporaries live in and returns
+    the bytes it needed last: a call takes a workspace from `pool` (a new thread, an empty
+    one: its temporaries are then new arrays), and gives it back, grown if it was too small.
+    So each thread calling at once has its own, and a steady state allocates only outputs.
+    """
 
     retry_on = RuntimeBroadcast  # what a caller of `jitted` hands back to __call__
 
-    def __init__(self, inputs, jitted, arg_constants, source: str, packing=(), program_of=None):
+    def __init__(self, inputs, jitted, arg_constants, source: str, packing=(), program_of=None,
+                 workspace: bool = False):
         self._program_of = program_of
         self.jitted = jitted
         self.arg_constants = tuple(arg_constants)
@@ -187,10 +196,14 @@ class CPURunner:
         self.packing = [(d, list(ks)) for d, ks in packing]
         packed = {k for _, ks in self.packing for k in ks}
         self.direct = [k for k in range(len(inputs)) if k not in packed]
+        self.workspace = workspace
+        self.pool: list[np.ndarray] = []  # workspaces no call is using (list ops are atomic)
         arg_types = [numba.typeof(np.empty((0,) * inputs[k][1], dtype=inputs[k][0]))
                      for k in self.direct]
         arg_types += [numba.typeof(np.empty(len(ks), dtype=d)) for d, ks in self.packing]
         arg_types += [numba.typeof(c) for c in self.arg_constants]
+        if workspace:
+            arg_types.append(numba.typeof(NO_WORKSPACE))
         self.signature = tuple(arg_types)
         self.general = None  # () -> the runner of the general program (see build_runner)
         self._general = None
@@ -213,7 +226,13 @@ class CPURunner:
 
     def __call__(self, args: list) -> list:
         try:
-            return list(self.jitted(*self.arguments(args), *self.arg_constants))
+            if not self.workspace:
+                return list(self.jitted(*self.arguments(args), *self.arg_constants))
+            pool = self.pool
+            ws = pool.pop() if pool else NO_WORKSPACE
+            result = self.jitted(*self.arguments(args), *self.arg_constants, ws)
+            pool.append(ws if result[-1] <= len(ws) else np.empty(result[-1], np.uint8))
+            return list(result[:-1])
         except RuntimeBroadcast:
             return self.general_runner()(args)
 
@@ -226,3 +245,8 @@ class CPURunner:
                     runner.compile()
                     self._general = runner
         return self._general
+
+
+# the workspace of a call no other has left one for: every temporary is then a new array
+# (writeable: numba types a read-only array apart, and would compile the program twice)
+NO_WORKSPACE = np.empty(0, np.uint8)

@@ -11,6 +11,8 @@ def plan_memory(buffers, steps, live, size_of) -> tuple[list, list]:
     A slot freed after a buffer's last use is reused by a later buffer of the same dtype whose
     size is the same interned size variable. Returns (slot per buffer, (dtype, size) per slot).
     Views share their base's storage and inplace outputs take over their input's slot.
+    A program output gets a slot of its own: the caller owns it, while the other slots can
+    live in a workspace kept across calls.
     """
     slots: list = [None] * len(buffers)
     specs: list = []
@@ -25,7 +27,7 @@ def plan_memory(buffers, steps, live, size_of) -> tuple[list, list]:
                 slots[b] = slots[buf.takes_over]
             else:
                 key = (buf.dtype, size_of(b))
-                pool = free.get(key)
+                pool = None if buf.is_output else free.get(key)
                 if pool:
                     slots[b] = pool.pop()
                 else:

@@ -358,7 +358,7 @@ def generate(program, name: str = "program", parent: ProgramSource | None = None
     ProgramSource.specialized).
     """
     from verglas.cpu_backend.kernels import emit
-    from verglas.cpu_backend.reroll import reroll
+    from verglas.cpu_backend.reroll import reroll, reroll_loops
 
     src = ProgramSource(name) if parent is None else parent.child(name)
     if parent is None:
@@ -462,5 +462,6 @@ def generate(program, name: str = "program", parent: ProgramSource | None = None
     if parent is not None:
         src.functions.append(body)
         src.jit_names.append(name)
-    src.text = "\n\n".join(src.functions + [body])
+    if parent is None:
+        src.text = "\n\n".join(reroll_loops(text, src) for text in src.functions + [body])
     return src

@@ -327,9 +327,8 @@ def _emit_matmul(op, ctx) -> None:
     out_dtype = ctx.node.outputs[0].dtype
     nd = ctx.node.outputs[0].ndim
     nbatch = nd - 2
-    ctx.line(f"if {a}.shape[{va.ndim - 1}] != {b}.shape[{vb.ndim - 2}]:")
-    with ctx.indent():
-        ctx.raise_("ValueError", f"{op}: shapes not aligned (contracted dimensions differ)")
+    ctx.check_equal([(f"{a}.shape[{va.ndim - 1}]", f"{b}.shape[{vb.ndim - 2}]")], "ValueError",
+                    f"{op}: shapes not aligned (contracted dimensions differ)")
     dims, ia, ib = [], [], []  # per batch dim: its length, a's and b's index expressions
     loop = [ctx.fresh("i") for _ in range(nbatch)]
     for j in range(nbatch):

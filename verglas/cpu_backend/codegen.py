@@ -8,6 +8,7 @@ import re
 import numpy as np
 
 from verglas.graph.basic import Constant
+from verglas.cpu_backend.dimfacts import DimFacts, tuple_items
 from verglas.cpu_backend.intrinsics import c_view, empty_expr, ws_take
 from verglas.source import Emitter, np_dtype
 
@@ -80,6 +81,7 @@ class ProgramSource:
         self.parallel = False  # whether some function runs loops on the thread pool
         self.root = self  # the program's source (a sub-function's parent's)
         self.workspace = False  # whether it takes a workspace `ws` (see _Storage)
+        self.facts = DimFacts(self.globals)  # lengths its code has proven equal so far
 
     def child(self, name: str) -> ProgramSource:
         """A source for one extra function sharing this one's globals and name allocator.
@@ -89,6 +91,7 @@ class ProgramSource:
         child = ProgramSource(name)
         child.emitter._counts = self.emitter._counts
         child.globals, child.imports = self.globals, self.imports
+        child.facts = DimFacts(child.globals)
         child.arg_constants = None
         child.functions, child.jit_names = self.functions, self.jit_names
         child.sub_functions = self.sub_functions
@@ -245,6 +248,26 @@ class StepContext:
     def raise_(self, exc: str, message: str) -> None:
         self.em.line(f"raise {exc}({message!r})")
 
+    def check_equal(self, pairs, exc: str, message: str) -> None:
+        """Emit `if a != b or ...: raise exc(message)` for the length expressions (a, b) of
+        `pairs` that earlier code has not already proven equal (see dimfacts.py); below it,
+        they are."""
+        facts = self.src.facts
+        todo = facts.unproven(pairs)
+        if not todo:
+            return
+        self.line(f"if {' or '.join(f'{a} != {b}' for a, b in todo)}:")
+        with self.indent():
+            self.raise_(exc, message)
+        if self.em.depth == 1:  # (in a branch or loop, only there)
+            for a, b in todo:
+                facts.learn(a, b)
+
+    def shape_is(self, j: int, dims) -> None:
+        """Declare output `j`'s shape the length expressions `dims` (a view's)."""
+        if self.em.depth == 1:
+            self.src.facts.shape_is(self.out(j), dims)
+
     def helper(self, prefix: str, fn) -> str:
         return self.src.add_global(prefix, fn)
 
@@ -286,9 +309,14 @@ class _Storage:
         """Emit the allocation of buffer `bid` with tuple expression `shape_expr`."""
         buf = self.program.buffers[bid]
         out = self.names[bid]
+        facts = self.src.facts if self.em.depth == 1 else DimFacts()  # (see dimfacts.py)
         if buf.takes_over is not None:  # inplace: write into the destroyed input's storage
             self.em.line(f"{out} = {self.names[buf.takes_over]}")
+            facts.same_shape(out, self.names[buf.takes_over], buf.ndim)
             return out
+        dims = tuple_items(shape_expr) if shape_expr else None
+        if dims is not None and len(dims) == buf.ndim:
+            facts.shape_is(out, dims)
         slot = self.program.slots[bid] if self.program.slots else None
         if slot is None or slot not in self.slot_storage:
             new = slot is None or not self.workspace or slot in self.output_slots
@@ -347,6 +375,8 @@ class _Storage:
                 self.slot_storage[s_in] = previous
         out = self.names[bid]
         self.em.line(f"{out} = {self.names[source]}")
+        if self.em.depth == 1:
+            self.src.facts.same_shape(out, self.names[source], buffers[bid].ndim)
         return out
 
 def generate(program, name: str = "program", parent: ProgramSource | None = None,

@@ -602,14 +602,11 @@ def _check_specialized(op, ctx, arrays, modes) -> tuple[list[str], dict]:
         proven = [f"{name}.shape[{axis}]" for i, name in arrays if modes[i][axis] == "full"]
         if out_static[axis] is not None:
             dims.append(str(out_static[axis]))
-            checks += [f"{n} != {out_static[axis]}" for n in lengths]
+            checks += [(n, dims[-1]) for n in lengths]
             continue
         dims.append((proven + lengths)[0])
-        checks += [f"{n} != {dims[-1]}" for n in lengths if n != dims[-1]]
-    if checks:
-        ctx.line(f"if {' or '.join(checks)}:")
-        with ctx.indent():
-            ctx.line(f"raise RuntimeBroadcast({str(op)!r})")
+        checks += [(n, dims[-1]) for n in lengths if n != dims[-1]]
+    ctx.check_equal(checks, "RuntimeBroadcast", str(op))
     modes = {i: ["bcast" if node.inputs[i].type.shape[a] == 1 and m == "unknown" else
                  "full" if m == "unknown" else m for a, m in enumerate(mode)]
              for i, mode in modes.items()}
@@ -631,22 +628,17 @@ def _emit_dimshuffle(op, ctx) -> None:
         return
     x, out = ctx.inp(0), ctx.out(0)
     kept_sorted = sorted(op.kept)
+    ctx.check_equal([(f"{x}.shape[{d}]", "1") for d in _unproven_ones(ctx, op.dropped)],
+                    "ValueError", f"{op}: cannot drop an axis whose length is not 1")
+    ctx.shape_is(0, ["1" if d == "x" else f"{x}.shape[{d}]" for d in op.new_order])
     if list(op.kept) == kept_sorted and ctx.is_contiguous(0):
         # no transpose: a reshape keeps the buffer C-contiguous (and numba's type 'C')
-        for d in _unproven_ones(ctx, op.dropped):
-            ctx.line(f"if {x}.shape[{d}] != 1:")
-            with ctx.indent():
-                ctx.raise_("ValueError", f"{op}: cannot drop an axis whose length is not 1")
         dims = "".join("1, " if d == "x" else f"{x}.shape[{d}], " for d in op.new_order)
         ctx.line(f"{out} = {reshaped(ctx, x, f'({dims})')}")
         ctx.set_contiguous(0)
         return
     # drop length-1 axes by indexing with 0, transpose the rest, insert new axes with None
     if op.dropped:
-        for d in _unproven_ones(ctx, op.dropped):
-            ctx.line(f"if {x}.shape[{d}] != 1:")
-            with ctx.indent():
-                ctx.raise_("ValueError", f"{op}: cannot drop an axis whose length is not 1")
         index = ", ".join("0" if d in op.dropped else ":" for d in range(op.input_ndim))
         cur = ctx.fresh("v")
         ctx.line(f"{cur} = {x}[{index}]")
@@ -753,9 +745,8 @@ def _emit_sum_to_shape(op, ctx) -> None:
     ndim = ctx.input_var(0).ndim
     if ctx.src.specialized and ndim:  # nothing broadcast: the target is g's own shape
         target = ctx.elements(1) or [f"{ctx.inp(1)}[{a}]" for a in range(ndim)]
-        ctx.line(f"if {' or '.join(f'{t} != {g}.shape[{a}]' for a, t in enumerate(target))}:")
-        with ctx.indent():
-            ctx.line(f"raise RuntimeBroadcast({str(op)!r})")
+        ctx.check_equal([(t, f"{g}.shape[{a}]") for a, t in enumerate(target)],
+                        "RuntimeBroadcast", str(op))
         if ctx.adopt(0, 0) is not None:  # g dies here: the result is g itself
             return
         shape = "(" + "".join(f"{g}.shape[{a}], " for a in range(ndim)) + ")"

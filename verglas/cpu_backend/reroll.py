@@ -279,7 +279,6 @@ def reroll_loops(text: str, src) -> str:
                 elements[name] = (m.group(2), m.group(3), k)
     out: list[str] = []
     i = 0
-    scalar_type = (lambda name: ("scalar",))  # carried values: any local scalar
     while i < len(lines):
         depth = len(lines[i]) - len(lines[i].lstrip(" "))
         j = i
@@ -293,9 +292,14 @@ def reroll_loops(text: str, src) -> str:
         shift = depth - 4  # the run as a depth-1 body, and what follows it, read only
         stmts = [_Stmt([line[shift:]]) for line in lines[i:j]] + [_Stmt(lines[j:])]
         out.extend(" " * shift + line if line else line for line in _reroll_statements(
-            stmts, j - i, src, scalar_type, elements, need_call=False))
+            stmts, j - i, src, _scalar_type, elements, need_call=False))
         i = j
     return "\n".join(_drop_unread_tuples(out) if len(out) != len(lines) else out)
+
+
+def _scalar_type(name: str) -> tuple:
+    """What a loop body's values are to _carry_ok: any local may carry any other."""
+    return ("scalar",)
 
 
 def _drop_unread_tuples(lines: list[str]) -> list[str]:

@@ -69,6 +69,24 @@ def test_threads_calling_at_once_each_get_a_workspace():
     assert 1 <= len(fast._runner.pool) <= 8
 
 
+def test_one_signature_serves_every_call():
+    # read-only, strided, negative-stride, other-dtype and list inputs are converted before
+    # the call: the program is never compiled again for another argument type
+    x = vg.tensor("x", (None,), "float64")
+    f = vg.compile([x], vg.exp(x) * 2.0)
+    as_list = vg.compile([x], [vg.exp(x) * 2.0])  # the same graph: one cache entry
+    base = rng(6).normal(size=12)
+    read_only = base.copy()
+    read_only.setflags(write=False)
+    for arg in (base, read_only, base[::2], base[::-1], base.astype("float32"),
+                base.tolist()):
+        expected = np.exp(np.asarray(arg, dtype="float64")) * 2.0
+        np.testing.assert_allclose(f(arg), expected, rtol=1e-15)
+        np.testing.assert_allclose(as_list(arg)[0], expected, rtol=1e-15)
+    assert len(f._runner.jitted.overloads) == 1
+    assert not read_only.flags.writeable
+
+
 def test_pickle_round_trip_skips_rewrites(monkeypatch):
     inputs, outs = matmul_program()
     fast, _ = compile_pair(inputs, outs)

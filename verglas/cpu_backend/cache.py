@@ -3,9 +3,9 @@
 Layout: `<cache dir>/cpu/<key>/` holds `function.pkl` (the optimized graph and its Program,
 so a second process skips the rewrites and the scheduling), `inputs.pkl` (the input types, all
 a warm start needs of them), `program.py` (the generated source, which numba's own cache keys
-its machine code on), `globals.pkl` (what the source refers to), `fastcall.py` (the argument
-checking wrapper) and their bytecode (`*.code`). The directory is `$VERGLAS_CACHE_DIR`, else
-`~/.cache/verglas`.
+its machine code on), `globals.pkl` (what the source refers to), `fastcall-<digest>.py` (the
+argument checking wrapper) and their bytecode (`*.code`). The directory is
+`$VERGLAS_CACHE_DIR`, else `~/.cache/verglas`.
 """
 
 from __future__ import annotations

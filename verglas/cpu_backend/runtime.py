@@ -213,8 +213,10 @@ class CPURunner:
         return self._program_of()
 
     def compile(self) -> None:
-        """Compile (or load from numba's cache) the signature every call uses."""
+        """Compile (or load from numba's cache) the signature every call uses, and no other:
+        a call with other argument types raises TypeError (the Function converts them)."""
         self.jitted.compile(self.signature)
+        self.jitted.disable_compile()
 
     def arguments(self, args: list) -> list:
         """The jitted function's arguments for the program's inputs `args`."""

@@ -8,6 +8,7 @@ import sys
 
 import cloudpickle
 import numpy as np
+import pytest
 
 import verglas as vg
 from tests.cpu_backend.test_array_kernels import matmul_program
@@ -207,3 +208,24 @@ def test_stored_bytecode_is_checked_against_its_source(tmp_path):
     (tmp_path / "m.code").write_bytes(b"garbage")  # so is one whose bytecode is unreadable
     exec(cache.code_of(path), namespace)
     assert namespace["VALUE"] == 2
+
+
+@pytest.mark.parametrize("width", [512, None])
+def test_generated_functions_ask_for_wide_vectors(monkeypatch, width):
+    import numba
+
+    from verglas.cpu_backend import intrinsics
+
+    monkeypatch.setattr(intrinsics, "PREFERRED_VECTOR_WIDTH", width)
+
+    def body(x):
+        intrinsics.prefer_wide_vectors()
+        return x * 2.0
+
+    fn = numba.njit(body)  # a new function: the monkeypatched width is read when it lowers
+    assert fn(np.float64(1.5)) == 3.0
+    llvm = fn.inspect_llvm(fn.signatures[0])
+    assert ('"prefer-vector-width"="512"' in llvm) == (width == 512)
+    inputs, outs = _workspace_program()
+    source = compile_pair(inputs, outs)[0]._runner.source
+    assert source.count("wide0()") == source.count("\ndef ")

@@ -9,7 +9,7 @@ import numpy as np
 
 from verglas.graph.basic import Constant
 from verglas.cpu_backend.dimfacts import DimFacts, tuple_items
-from verglas.cpu_backend.intrinsics import c_view, empty_expr, ws_take
+from verglas.cpu_backend.intrinsics import c_view, empty_expr, prefer_wide_vectors, ws_take
 from verglas.source import Emitter, np_dtype
 
 __all__ = ["Emitter", "ProgramSource", "generate", "INLINE_CONSTANT_LIMIT", "np_dtype"]
@@ -493,5 +493,13 @@ def generate(program, name: str = "program", parent: ProgramSource | None = None
         src.functions.append(body)
         src.jit_names.append(name)
     if parent is None:
-        src.text = "\n\n".join(reroll_loops(text, src) for text in src.functions + [body])
+        wide = src.add_global("wide", prefer_wide_vectors)
+        src.text = "\n\n".join(_first_line(reroll_loops(text, src), f"    {wide}()")
+                                for text in src.functions + [body])
     return src
+
+
+def _first_line(function: str, line: str) -> str:
+    """`function`'s source with `line` as the first statement of its body."""
+    header, _, body = function.partition("\n")
+    return f"{header}\n{line}\n{body}"

@@ -280,7 +280,10 @@ def _fast_call(function: Function):
     call_args += [f"array(({''.join(names[k] + ', ' for k in ks)}), P{j})"
                   for j, (_, ks) in enumerate(runner.packing)]
     call = f"JIT({', '.join(call_args)}{consts})"
-    result = "r[0]" if function.single else "list(r)"
+    if runner.bare:
+        result = "r" if function.single else "[r]"
+    else:
+        result = "r[0]" if function.single else "list(r)"
     take = give = ""
     if runner.workspace:  # see CPURunner: one workspace per call running at once
         call = f"JIT({', '.join(call_args)}{consts}, w)"

@@ -83,7 +83,7 @@ def _build(program_of, key: str | None, inputs, specialized: bool):
         _jit_functions(namespace, src.jit_names, _CALLEE_OPTIONS)
         jitted = numba.njit(**_program_options(src.parallel))(namespace[src.name])
         return CPURunner(inputs, jitted, src.arg_constants, text, src.packing, program_of,
-                         src.workspace)
+                         src.workspace, src.bare)
     directory = cache.entry_dir("cpu", key)
     path = directory / "program.py"
     globals_path = directory / "globals.pkl"
@@ -97,10 +97,10 @@ def _build(program_of, key: str | None, inputs, specialized: bool):
         cache.store_pickle(directory / "runner.pkl", {
             "name": src.name, "jit_names": list(src.jit_names),
             "arg_constants": list(src.arg_constants), "packing": list(src.packing),
-            "parallel": src.parallel, "workspace": src.workspace})
+            "parallel": src.parallel, "workspace": src.workspace, "bare": src.bare})
     jitted = numba.njit(**_program_options(src.parallel, cache=True))(getattr(module, src.name))
     return CPURunner(inputs, jitted, src.arg_constants, text, src.packing, program_of,
-                     src.workspace)
+                     src.workspace, src.bare)
 
 
 def _load_runner(program_of, key: str, inputs):
@@ -120,7 +120,7 @@ def _load_runner(program_of, key: str, inputs):
         _jit_functions(module.__dict__, meta["jit_names"], dict(cache=True, **_CALLEE_OPTIONS))
     jitted = numba.njit(**options)(getattr(module, meta["name"]))
     return CPURunner(inputs, jitted, meta["arg_constants"], path.read_text(), meta["packing"],
-                     program_of, meta.get("workspace", False))
+                     program_of, meta.get("workspace", False), meta.get("bare", False))
 
 
 def _jit_functions(namespace: dict, names, options: dict) -> None:
@@ -187,7 +187,7 @@ class CPURunner:
     retry_on = RuntimeBroadcast  # what a caller of `jitted` hands back to __call__
 
     def __init__(self, inputs, jitted, arg_constants, source: str, packing=(), program_of=None,
-                 workspace: bool = False):
+                 workspace: bool = False, bare: bool = False):
         self._program_of = program_of
         self.jitted = jitted
         self.arg_constants = tuple(arg_constants)
@@ -197,6 +197,7 @@ class CPURunner:
         packed = {k for _, ks in self.packing for k in ks}
         self.direct = [k for k in range(len(inputs)) if k not in packed]
         self.workspace = workspace
+        self.bare = bare  # the program returns its one output itself, not a tuple
         self.pool: list[np.ndarray] = []  # workspaces no call is using (list ops are atomic)
         arg_types = [numba.typeof(np.empty((0,) * inputs[k][1], dtype=inputs[k][0]))
                      for k in self.direct]
@@ -229,7 +230,8 @@ class CPURunner:
     def __call__(self, args: list) -> list:
         try:
             if not self.workspace:
-                return list(self.jitted(*self.arguments(args), *self.arg_constants))
+                result = self.jitted(*self.arguments(args), *self.arg_constants)
+                return [result] if self.bare else list(result)
             pool = self.pool
             ws = pool.pop() if pool else NO_WORKSPACE
             result = self.jitted(*self.arguments(args), *self.arg_constants, ws)

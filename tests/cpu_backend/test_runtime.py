@@ -70,6 +70,20 @@ def test_threads_calling_at_once_each_get_a_workspace():
     assert 1 <= len(fast._runner.pool) <= 8
 
 
+def test_the_workspace_can_be_switched_off(monkeypatch):
+    from verglas.cpu_backend import codegen
+
+    monkeypatch.setattr(codegen, "WORKSPACE", False)
+    x = vg.tensor("x", (None, 3), "float64")
+    w = vg.tensor("w", (3, 3), "float64")
+    f = vg.compile([x, w], vg.exp(vg.tanh(x @ w) @ w).sum(axis=1))  # (a graph of its own)
+    assert not f._runner.workspace and "ws_take" not in f._runner.source
+    g = rng(7)
+    xv, wv = g.normal(size=(5, 3)), g.normal(size=(3, 3))
+    np.testing.assert_allclose(f(xv, wv), np.exp(np.tanh(xv @ wv) @ wv).sum(axis=1),
+                               rtol=1e-13)
+
+
 def test_one_signature_serves_every_call():
     # read-only, strided, negative-stride, other-dtype and list inputs are converted before
     # the call: the program is never compiled again for another argument type

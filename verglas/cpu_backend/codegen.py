@@ -3,6 +3,7 @@ compiles as a single unit (one compilation per program, whatever the number of s
 
 from __future__ import annotations
 
+import os
 import re
 
 import numpy as np
@@ -22,6 +23,9 @@ PACK_THRESHOLD = 4
 # function its steps call: compiling a kernel costs about as much as one inline loop nest,
 # each call a few ms.
 SHARE_MIN_USES = 2
+# Temporaries live in a workspace kept across calls (see _Storage); VERGLAS_WORKSPACE=0 makes
+# every call allocate them afresh (nothing held between calls, at some speed: see README)
+WORKSPACE = os.environ.get("VERGLAS_WORKSPACE", "1") != "0"
 
 
 class _Names(dict):
@@ -437,7 +441,7 @@ def generate(program, name: str = "program", parent: ProgramSource | None = None
             args.append(names[buf.id])
         contiguous[buf.id] = True
 
-    storage = _Storage(program, names, src, workspace=parent is None)
+    storage = _Storage(program, names, src, workspace=parent is None and WORKSPACE)
 
     from verglas.cpu_backend.rowfusion import emit_row_group, row_groups
 

@@ -63,10 +63,19 @@ def build_runner(program_of, key: str | None, inputs: list[tuple[str, int]]):
     The key covers the graph and verglas's own source, so a stored entry's source is exactly
     what generating again would give: a warm start loads it instead.
     """
+    key = key and key + _settings_tag()
     runner = _build(program_of, key, inputs, specialized=True)
     runner.general = functools.partial(_build, program_of, key and key + "-general", inputs,
                                        specialized=False)
     return runner
+
+
+def _settings_tag() -> str:
+    """What of the generated code the graph does not decide: the workspace switch and the
+    vector width (numba's own cache would not tell programs built with another apart)."""
+    from verglas.cpu_backend import codegen, intrinsics
+
+    return f"-w{intrinsics.PREFERRED_VECTOR_WIDTH or 0}{'' if codegen.WORKSPACE else '-nows'}"
 
 
 def _build(program_of, key: str | None, inputs, specialized: bool):

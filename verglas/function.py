@@ -287,9 +287,10 @@ def _fast_call(function: Function):
     take = give = ""
     if runner.workspace:  # see CPURunner: one workspace per call running at once
         call = f"JIT({', '.join(call_args)}{consts}, w)"
-        result = "r[0]" if function.single else "list(r[:-1])"
+        result = "r[0]" if function.single else "list(r[:-2])"
         take = "            w = POOL.pop() if POOL else NO_WS\n"
-        give = "            POOL.append(w if r[-1] <= len(w) else empty(r[-1], uint8))\n"
+        give = ("            w = r[-2]\n"
+                "            POOL.append(w if r[-1] <= len(w) else empty(r[-1], uint8))\n")
     source = (f"def fast(*args):\n"
               f"    if len(args) == {n}:\n"
               f"        {unpack}\n"

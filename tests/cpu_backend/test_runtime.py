@@ -37,7 +37,7 @@ def test_temporaries_live_in_a_workspace_kept_across_calls():
     inputs, outs = _workspace_program()
     fast, ref = compile_pair(inputs, outs)
     runner = fast._runner
-    assert runner.workspace and "ws_take" in runner.source
+    assert runner.workspace and "ws_carve" in runner.source
     w = rng(1).normal(size=(4, 4))
     results = []
     for n in (5, 300, 2, 0, 300, 1):  # the workspace grows, then serves smaller calls
@@ -58,6 +58,24 @@ def test_temporaries_live_in_a_workspace_kept_across_calls():
     for g, e in zip(fast._call_checked(x[::1], w), ref(x, w)):
         np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-12)
     assert runner.pool == [ws]
+
+
+def test_temporaries_sized_by_values_are_taken_as_they_come():
+    # arange(n)'s length is a value: its temporaries are taken from the workspace where it has
+    # room, else allocated, and the next call gets a workspace that holds them
+    n = vg.scalar("n", "int64")
+    x = vg.tensor("x", (None,), "float64")
+    r = vg.arange(n) * 1.5
+    y = vg.exp(vg.sin(r) + x.sum())
+    fast, ref = compile_pair([n, x], [y * 2.0, vg.cos(y).sum()])
+    assert "ws_take" in fast._runner.source and "ws_carve" in fast._runner.source
+    xv = rng(3).normal(size=4)
+    sizes = []
+    for count in (3, 5000, 7, 0, 5000, 20000):
+        for g, e in zip(fast(np.int64(count), xv), ref(np.int64(count), xv)):
+            np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-12)
+        sizes.append(fast._runner.pool[0].nbytes)
+    assert sizes[1] >= 5000 * 8 and sizes[2] == sizes[4] == sizes[1] and sizes[5] >= 20000 * 8
 
 
 def test_threads_calling_at_once_each_get_a_workspace():

@@ -10,8 +10,9 @@ import numpy as np
 
 from verglas.graph.basic import Constant
 from verglas.cpu_backend.dimfacts import DimFacts, tuple_items
-from verglas.cpu_backend.intrinsics import c_view, empty_expr, prefer_wide_vectors, ws_take
-from verglas.source import Emitter, np_dtype
+from verglas.cpu_backend.intrinsics import (c_view, empty_expr, prefer_wide_vectors, ws_add,
+                                             ws_carve, ws_reserve, ws_take)
+from verglas.source import Emitter, np_dtype, tuple_expr
 
 __all__ = ["Emitter", "ProgramSource", "generate", "INLINE_CONSTANT_LIMIT", "np_dtype"]
 
@@ -85,6 +86,7 @@ class ProgramSource:
         self.parallel = False  # whether some function runs loops on the thread pool
         self.root = self  # the program's source (a sub-function's parent's)
         self.workspace = False  # whether it takes a workspace `ws` (see _Storage)
+        self.reserved: list = []  # what the workspace's top reserves (_Storage.reserved)
         self.bare = False  # whether it returns its one output as it is, not in a tuple
         self.facts = DimFacts(self.globals)  # lengths its code has proven equal so far
 
@@ -137,7 +139,12 @@ class ProgramSource:
         """Lines for the top of the function: the pools copied into locals, the zero."""
         lines = ["    zo = np.int64(0)"] if self.uses_zero else []
         if self.workspace:
-            lines.append("    wo = 0")
+            add, reserve = self.add_global("ws_add", ws_add), self.add_global("ws_reserve",
+                                                                              ws_reserve)
+            lines.append("    wq0 = 0")
+            lines += [f"    wq{k + 1} = {add}(wq{k}, {shape}, {dtype})"
+                      for k, (shape, dtype) in enumerate(self.reserved)]
+            lines += [f"    wo = wq{len(self.reserved)}", f"    ws = {reserve}(ws, wo)"]
         for j, (dtype, values) in enumerate(self.pools.items()):
             name = self.add_global("kpool", np.array(values, dtype=dtype))
             lines.append(f"    kq{j} = {name}.copy()")
@@ -296,8 +303,11 @@ class _Storage:
     of its dtype and size (see schedule/memory.py).
 
     With a `workspace`, slots that never hold a program output are carved from the byte array
-    `ws` the runner keeps across calls (intrinsics.ws_take; `wo` counts the bytes a call needs),
-    so a steady state allocates only its outputs; the others are new arrays at every call.
+    `ws` the runner keeps across calls, so a steady state allocates only its outputs. A slot
+    whose shape DimFacts can write in the inputs' lengths is reserved at the function's top
+    (ws_add, then ws_reserve: one allocation when `ws` is too small) and carved without a
+    check (ws_carve, the least code per site); the others are taken where they come (ws_take,
+    a new array when `ws` is full; `wo` counts the bytes the next call should have).
     """
 
     def __init__(self, program, names, src: ProgramSource, workspace: bool = False):
@@ -309,6 +319,8 @@ class _Storage:
                              if b.is_output and slots and slots[b.id] is not None}
         self.workspace = workspace
         self.used_workspace = False  # whether the code reads `ws`
+        # (shape in the inputs' lengths, dtype) of each array carved at offset `wq<k>`
+        self.reserved: list[tuple[str, str]] = []
 
     def alloc(self, bid: int, shape_expr: str) -> str:
         """Emit the allocation of buffer `bid` with tuple expression `shape_expr`."""
@@ -320,16 +332,28 @@ class _Storage:
             facts.same_shape(out, self.names[buf.takes_over], buf.ndim)
             return out
         dims = tuple_items(shape_expr) if shape_expr else None
-        if dims is not None and len(dims) == buf.ndim:
+        if dims is not None and len(dims) != buf.ndim:
+            dims = None
+        # the shape in the inputs' lengths, if known: then the function's top reserves it
+        forms = [facts.input_form(d) for d in dims] if dims is not None and facts is \
+            self.src.facts else None
+        if dims is not None:
             facts.shape_is(out, dims)
         slot = self.program.slots[bid] if self.program.slots else None
         if slot is None or slot not in self.slot_storage:
             new = slot is None or not self.workspace or slot in self.output_slots
+            dtype = np_dtype(buf.dtype)
             if new:
                 self.em.line(f"{out} = {empty_expr(self.src, shape_expr, buf.dtype)}")
-            else:
+            elif forms is not None and None not in forms:
+                carve = self.src.add_global("ws_carve", ws_carve)
+                self.em.line(f"{out} = {carve}(ws, wq{len(self.reserved)}, {shape_expr}, "
+                             f"{dtype})")
+                self.reserved.append((tuple_expr(forms), dtype))
+                self.used_workspace = True
+            else:  # a size known only here (it depends on values): taken as it comes
                 take = self.src.add_global("ws_take", ws_take)
-                self.em.line(f"{out}, wo = {take}(ws, wo, {shape_expr}, {np_dtype(buf.dtype)})")
+                self.em.line(f"{out}, wo = {take}(ws, wo, {shape_expr}, {dtype})")
                 self.used_workspace = True
             if slot is not None:
                 self.slot_storage[slot] = (out, shape_expr, new)
@@ -471,10 +495,10 @@ def generate(program, name: str = "program", parent: ProgramSource | None = None
         outs.append(names[b] if owned and b not in seen and b not in names.scalars
                     else f"{names[b]}.copy()")
         seen.add(b)
-    src.workspace = storage.used_workspace
-    if src.workspace:  # the last argument, and the bytes this call wanted of it
+    src.workspace, src.reserved = storage.used_workspace, storage.reserved
+    if src.workspace:  # the last argument; given back with the bytes a call should have
         args.append("ws")
-        outs.append("wo")
+        outs += ["ws", "wo"]
     # one array returned bare: numba boxes no tuple around it (~0.1 us of every call)
     src.bare = parent is None and len(outs) == 1
     em.line(f"return {outs[0]}" if src.bare else

@@ -15,9 +15,13 @@ point it was learned.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 __all__ = ["DimFacts", "tuple_items"]
+
+_INPUT_LENGTH = re.compile(r"in\d+\.shape\[\d+\]")
 
 
 class DimFacts:
@@ -25,6 +29,7 @@ class DimFacts:
 
     def __init__(self, constants: dict | None = None):
         self._parent: dict[str, str] = {}
+        self._input_form: dict[str, str] = {}  # root -> a literal or input length it equals
         self._constants = constants if constants is not None else {}  # global name -> value
 
     def _find(self, x: str) -> str:
@@ -51,6 +56,15 @@ class DimFacts:
             if rb.isdigit() and not ra.isdigit():
                 ra, rb = rb, ra
             self._parent[rb] = ra
+            form = self._input_form.pop(rb, None) or _input_form(rb)
+            if form is not None and self.input_form(ra) is None:
+                self._input_form[ra] = form
+
+    def input_form(self, x: str) -> str | None:
+        """A literal or an input's length (`in0.shape[1]`) known equal to `x`, else None: what
+        the top of the function can compute before any step has run."""
+        root = self._find(x)
+        return self._input_form.get(root) or _input_form(root)
 
     def unproven(self, pairs) -> list[tuple[str, str]]:
         """The pairs (a, b) not known equal, each once."""
@@ -68,6 +82,10 @@ class DimFacts:
     def same_shape(self, array: str, other: str, ndim: int) -> None:
         """`array` has the shape of `other` (both of `ndim` dims)."""
         self.shape_is(array, [f"{other}.shape[{k}]" for k in range(ndim)])
+
+
+def _input_form(atom: str) -> str | None:
+    return atom if atom.isdigit() or _INPUT_LENGTH.fullmatch(atom) else None
 
 
 def _canonical(expr: str) -> str:

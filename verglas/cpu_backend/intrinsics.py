@@ -21,7 +21,8 @@ try:  # numba's own lowering of np.empty's body (numba.np.arrayobj, stable for y
 except ImportError:  # pragma: no cover - then programs call np.empty
     _empty_nd_impl = _parse_shape = None
 
-__all__ = ["c_view", "empty_c", "scalars_at", "reshaped", "empty_expr", "ws_take",
+__all__ = ["c_view", "empty_c", "scalars_at", "reshaped", "empty_expr", "ws_take", "ws_add",
+           "ws_reserve", "ws_carve", "WORKSPACE_TOO_BIG",
            "WORKSPACE_ALIGN"]
 
 WORKSPACE_ALIGN = 64  # bytes: every array carved from a workspace starts on a cache line
@@ -197,6 +198,123 @@ def ws_take(typingctx, ws, offset, shape, dtype):
         return context.make_tuple(builder, sig.return_type, [builder.load(slot), end])
 
     return sig, codegen
+
+
+def _item_and_dims(dtype, shape):
+    """(numba item type, dim types) of a (dtype, shape) argument pair, or None."""
+    if isinstance(dtype, types.NumberClass):
+        item = dtype.instance_type
+    elif isinstance(dtype, types.DType):
+        item = dtype.dtype
+    else:
+        return None
+    if isinstance(shape, types.Integer):
+        return item, [shape]
+    if isinstance(shape, types.BaseTuple) and all(isinstance(t, types.Integer) for t in shape):
+        return item, list(shape)
+    return None
+
+
+def _dims(context, builder, shape_type, value, dim_types) -> list:
+    values = [value] if isinstance(shape_type, types.Integer) \
+        else cgutils.unpack_tuple(builder, value, len(dim_types))
+    return [context.cast(builder, v, t, types.intp) for v, t in zip(values, dim_types)]
+
+
+# a workspace size no call can have: what ws_add saturates to on overflow or a negative dim
+WORKSPACE_TOO_BIG = 1 << 62
+
+
+@intrinsic
+def ws_add(typingctx, total, shape, dtype):
+    """`total` plus the bytes of an array of `shape` and `dtype` rounded up to WORKSPACE_ALIGN;
+    WORKSPACE_TOO_BIG (and above) where the size overflows or a dim is negative."""
+    found = _item_and_dims(dtype, shape)
+    if found is None or not isinstance(total, types.Integer):
+        return None
+    item, dim_types = found
+
+    def codegen(context, builder, sig, args):
+        intp = context.get_value_type(types.intp)
+        nbytes = intp(context.get_abi_sizeof(context.get_data_type(item)))
+        bad = llvm_ir.Constant(llvm_ir.IntType(1), 0)
+        for d in _dims(context, builder, shape, args[1], dim_types):
+            product = builder.smul_with_overflow(nbytes, d)
+            nbytes = builder.extract_value(product, 0)
+            bad = builder.or_(bad, builder.extract_value(product, 1))
+            bad = builder.or_(bad, builder.icmp_signed("<", d, intp(0)))
+        bad = builder.or_(bad, builder.icmp_signed(">=", nbytes, intp(WORKSPACE_TOO_BIG)))
+        start = context.cast(builder, args[0], sig.args[0], types.intp)
+        mask = intp(WORKSPACE_ALIGN - 1)
+        end = builder.and_(builder.add(builder.add(start, nbytes), mask), builder.not_(mask))
+        return builder.select(bad, intp(WORKSPACE_TOO_BIG), end)
+
+    return types.intp(total, shape, dtype), codegen
+
+
+@intrinsic
+def ws_reserve(typingctx, ws, need):
+    """`ws` if it holds `need` bytes, else a new workspace of `need` bytes (ValueError when
+    ws_add saturated: a temporary too large for any machine)."""
+    if not (isinstance(ws, types.Array) and isinstance(need, types.Integer)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        intp = context.get_value_type(types.intp)
+        need_val = context.cast(builder, args[1], sig.args[1], types.intp)
+        with cgutils.if_unlikely(builder, builder.icmp_signed(">=", need_val,
+                                                              intp(WORKSPACE_TOO_BIG))):
+            context.call_conv.return_user_exc(
+                builder, ValueError, ("a program's temporary has a negative or too large "
+                                      "size",))
+        capacity = builder.extract_value(context.make_array(ws)(context, builder, args[0]).shape,
+                                         0)
+        slot = cgutils.alloca_once_value(builder, args[0])
+        with builder.if_else(builder.icmp_signed(">", need_val, capacity), likely=False) \
+                as (grow, keep):
+            with grow:  # (a new reference)
+                builder.store(_empty_nd_impl(context, builder, ws, [need_val])._getvalue(), slot)
+            with keep:
+                context.nrt.incref(builder, ws, args[0])
+        return builder.load(slot)
+
+    return ws(ws, need), codegen
+
+
+@intrinsic
+def ws_carve(typingctx, ws, offset, shape, dtype):
+    """The C-contiguous array of `shape` and `dtype` at byte `offset` of workspace `ws`; the
+    caller guarantees it lies inside (the function's top reserved every such array's bytes
+    with ws_add and ws_reserve, see codegen._Storage). It holds `ws` alive."""
+    found = _item_and_dims(dtype, shape)
+    if found is None or not isinstance(ws, types.Array):
+        return None
+    item, dim_types = found
+    ret = types.Array(item, len(dim_types), "C")
+
+    def codegen(context, builder, sig, args):
+        intp = context.get_value_type(types.intp)
+        dims = _dims(context, builder, shape, args[2], dim_types)
+        itemsize = context.get_abi_sizeof(context.get_data_type(item))
+        src = context.make_array(ws)(context, builder, args[0])
+        out = context.make_array(ret)(context, builder)
+        strides, step = [], intp(itemsize)
+        for d in reversed(dims):
+            strides.append(step)
+            step = builder.mul(step, d)
+        start = context.cast(builder, args[1], sig.args[1], types.intp)
+        context.populate_array(
+            out, data=builder.bitcast(builder.gep(src.data, [start], inbounds=True),
+                                      out.data.type),
+            shape=cgutils.pack_array(builder, dims, ty=intp),
+            strides=cgutils.pack_array(builder, strides[::-1], ty=intp),
+            itemsize=intp(itemsize), meminfo=src.meminfo,
+            parent=cgutils.get_null_value(src.parent.type))
+        value = out._getvalue()
+        context.nrt.incref(builder, ret, value)
+        return value
+
+    return ret(ws, offset, shape, dtype), codegen
 
 
 def _preferred_vector_width() -> int | None:

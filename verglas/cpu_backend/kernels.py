@@ -15,7 +15,8 @@ import numba
 import numpy as np
 
 from verglas.cpu_backend.intrinsics import (c_view, empty_c, empty_expr, prefer_wide_vectors,
-                                             reshaped, scalars_at, ws_take)
+                                             reshaped, scalars_at, ws_add, ws_carve,
+                                             ws_reserve, ws_take)
 from verglas.source import cast_expr
 from verglas.source import literal as source_literal
 from verglas.graph.basic import Constant
@@ -38,6 +39,7 @@ _SCALAR_REFS: dict = {}  # id(jitted scalar impl) -> ("scalar", op name, dtype)
 
 # intrinsics generated code calls, found again by name
 HELPER_REFS.update(scalars_at=scalars_at, c_view=c_view, empty_c=empty_c, ws_take=ws_take,
+                   ws_add=ws_add, ws_reserve=ws_reserve, ws_carve=ws_carve,
                    prefer_wide_vectors=prefer_wide_vectors)
 
 

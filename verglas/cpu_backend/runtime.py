@@ -187,9 +187,10 @@ def _resolve_globals(spec: dict) -> dict:
 class CPURunner:
     """Calls the jitted program with C-contiguous inputs and the constant arguments.
 
-    A program with a `workspace` also takes a byte array its temporaries live in and returns
-    the bytes it needed last: a call takes a workspace from `pool` (a new thread, an empty
-    one: its temporaries are then new arrays), and gives it back, grown if it was too small.
+    A program with a `workspace` also takes a byte array its temporaries live in, and returns
+    last the workspace it used (the one given, or a larger one it made) and the bytes it
+    needed: a call takes a workspace from `pool` (a new thread: an empty one) and gives back
+    the one returned, grown if some temporaries did not fit.
     So each thread calling at once has its own, and a steady state allocates only outputs.
     """
 
@@ -243,9 +244,9 @@ class CPURunner:
                 return [result] if self.bare else list(result)
             pool = self.pool
             ws = pool.pop() if pool else NO_WORKSPACE
-            result = self.jitted(*self.arguments(args), *self.arg_constants, ws)
-            pool.append(ws if result[-1] <= len(ws) else np.empty(result[-1], np.uint8))
-            return list(result[:-1])
+            *result, ws, need = self.jitted(*self.arguments(args), *self.arg_constants, ws)
+            pool.append(ws if need <= len(ws) else np.empty(need, np.uint8))
+            return result
         except RuntimeBroadcast:
             return self.general_runner()(args)
 

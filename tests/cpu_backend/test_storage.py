@@ -99,3 +99,34 @@ def test_an_output_never_takes_a_workspace_array():
     program = _plan(live=[(0, 4), (5, 6), (2, 5)], slots=[0, 1, 1], outputs={1})
     storage = _storage(program, [0], workspace=True)
     assert storage.adopt(2, 0, step=2) is None
+
+
+def test_workspace_intrinsics_reserve_carve_and_refuse_absurd_sizes():
+    import numba
+    import numpy as np
+    import pytest
+
+    from verglas.cpu_backend.intrinsics import WORKSPACE_TOO_BIG, ws_add, ws_carve, ws_reserve
+
+    @numba.njit
+    def need(a, b, c):
+        return ws_add(ws_add(0, (a, b), np.float64), (c,), np.float32)
+
+    assert need(3, 4, 5) == 128  # 96 bytes rounded up to 128, then 20 to 64
+    for dims in ((1 << 40, 1 << 40, 1), (-1, 2, 3), (1 << 30, 1 << 30, 1 << 61)):
+        assert need(*dims) == WORKSPACE_TOO_BIG  # overflow or a negative dim saturates
+
+    @numba.njit
+    def carve(ws, n):
+        ws = ws_reserve(ws, n)
+        a = ws_carve(ws, 64, (2, 3), np.float64)
+        a[:] = 2.0
+        return ws, a
+
+    ws = np.zeros(128, np.uint8)
+    same, a = carve(ws, 112)
+    assert same is ws and a.sum() == 12.0 and ws[64:112].view(np.float64).sum() == 12.0
+    grown, _ = carve(ws, 1000)
+    assert grown is not ws and grown.size == 1000
+    with pytest.raises(ValueError, match="too large"):
+        carve(ws, WORKSPACE_TOO_BIG)

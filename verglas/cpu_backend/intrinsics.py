@@ -228,7 +228,7 @@ WORKSPACE_TOO_BIG = 1 << 62
 @intrinsic
 def ws_add(typingctx, total, shape, dtype):
     """`total` plus the bytes of an array of `shape` and `dtype` rounded up to WORKSPACE_ALIGN;
-    WORKSPACE_TOO_BIG (and above) where the size overflows or a dim is negative."""
+    WORKSPACE_TOO_BIG where the size overflows, a dim is negative or `total` is already it."""
     found = _item_and_dims(dtype, shape)
     if found is None or not isinstance(total, types.Integer):
         return None
@@ -243,8 +243,9 @@ def ws_add(typingctx, total, shape, dtype):
             nbytes = builder.extract_value(product, 0)
             bad = builder.or_(bad, builder.extract_value(product, 1))
             bad = builder.or_(bad, builder.icmp_signed("<", d, intp(0)))
-        bad = builder.or_(bad, builder.icmp_signed(">=", nbytes, intp(WORKSPACE_TOO_BIG)))
         start = context.cast(builder, args[0], sig.args[0], types.intp)
+        for value in (nbytes, start):  # (both below 2**62: their sum cannot overflow)
+            bad = builder.or_(bad, builder.icmp_unsigned(">=", value, intp(WORKSPACE_TOO_BIG)))
         mask = intp(WORKSPACE_ALIGN - 1)
         end = builder.and_(builder.add(builder.add(start, nbytes), mask), builder.not_(mask))
         return builder.select(bad, intp(WORKSPACE_TOO_BIG), end)
@@ -262,8 +263,8 @@ def ws_reserve(typingctx, ws, need):
     def codegen(context, builder, sig, args):
         intp = context.get_value_type(types.intp)
         need_val = context.cast(builder, args[1], sig.args[1], types.intp)
-        with cgutils.if_unlikely(builder, builder.icmp_signed(">=", need_val,
-                                                              intp(WORKSPACE_TOO_BIG))):
+        with cgutils.if_unlikely(builder, builder.icmp_unsigned(">=", need_val,
+                                                                intp(WORKSPACE_TOO_BIG))):
             context.call_conv.return_user_exc(
                 builder, ValueError, ("a program's temporary has a negative or too large "
                                       "size",))

@@ -112,7 +112,7 @@ def test_workspace_intrinsics_reserve_carve_and_refuse_absurd_sizes():
     def need(a, b, c):
         return ws_add(ws_add(0, (a, b), np.float64), (c,), np.float32)
 
-    assert need(3, 4, 5) == 128  # 96 bytes rounded up to 128, then 20 to 64
+    assert need(3, 4, 5) == 192  # 96 bytes end at 128 (aligned), 20 more at 192
     for dims in ((1 << 40, 1 << 40, 1), (-1, 2, 3), (1 << 30, 1 << 30, 1 << 61)):
         assert need(*dims) == WORKSPACE_TOO_BIG  # overflow or a negative dim saturates
 

@@ -103,9 +103,8 @@ def reshaped(ctx, name: str, shape_expr: str, contiguous: bool = True) -> str:
     return f"{ctx.helper('view', c_view)}({name}, {shape_expr})"
 
 
-@intrinsic
-def empty_c(typingctx, shape, dtype):
-    """np.empty(shape, dtype) (a C-contiguous array), lowered where it is called."""
+def _item_and_dims(dtype, shape):
+    """(numba item type, dim types) of a (dtype, shape) argument pair, or None."""
     if isinstance(dtype, types.NumberClass):
         item = dtype.instance_type
     elif isinstance(dtype, types.DType):
@@ -113,12 +112,64 @@ def empty_c(typingctx, shape, dtype):
     else:
         return None
     if isinstance(shape, types.Integer):
-        ndim = 1
-    elif isinstance(shape, types.BaseTuple) and all(isinstance(t, types.Integer) for t in shape):
-        ndim = len(shape)
-    else:
+        return item, [shape]
+    if isinstance(shape, types.BaseTuple) and all(isinstance(t, types.Integer) for t in shape):
+        return item, list(shape)
+    return None
+
+
+def _dims(context, builder, shape_type, value, dim_types) -> list:
+    values = [value] if isinstance(shape_type, types.Integer) \
+        else cgutils.unpack_tuple(builder, value, len(dim_types))
+    return [context.cast(builder, v, t, types.intp) for v, t in zip(values, dim_types)]
+
+
+def _carve(context, builder, ws_type, ws_value, ret, start, dims):
+    """The array of type `ret` and `dims` at byte `start` of workspace `ws_value`; it holds a
+    reference to the workspace."""
+    intp = context.get_value_type(types.intp)
+    itemsize = context.get_abi_sizeof(context.get_data_type(ret.dtype))
+    src = context.make_array(ws_type)(context, builder, ws_value)
+    out = context.make_array(ret)(context, builder)
+    strides, step = [], intp(itemsize)
+    for d in reversed(dims):
+        strides.append(step)
+        step = builder.mul(step, d)
+    context.populate_array(
+        out, data=builder.bitcast(builder.gep(src.data, [start], inbounds=True), out.data.type),
+        shape=cgutils.pack_array(builder, dims, ty=intp),
+        strides=cgutils.pack_array(builder, strides[::-1], ty=intp),
+        itemsize=intp(itemsize), meminfo=src.meminfo,
+        parent=cgutils.get_null_value(src.parent.type))
+    value = out._getvalue()
+    context.nrt.incref(builder, ret, value)
+    return value
+
+
+def _end_of(context, builder, start, item, dims):
+    """(`start` plus the bytes of an array of `item` and `dims`, rounded up to WORKSPACE_ALIGN;
+    whether that size overflowed, reached WORKSPACE_TOO_BIG, or a dim is negative)."""
+    intp = context.get_value_type(types.intp)
+    nbytes = intp(context.get_abi_sizeof(context.get_data_type(item)))
+    bad = llvm_ir.Constant(llvm_ir.IntType(1), 0)
+    for d in dims:
+        product = builder.smul_with_overflow(nbytes, d)
+        nbytes = builder.extract_value(product, 0)
+        bad = builder.or_(bad, builder.extract_value(product, 1))
+        bad = builder.or_(bad, builder.icmp_signed("<", d, intp(0)))
+    bad = builder.or_(bad, builder.icmp_unsigned(">=", nbytes, intp(WORKSPACE_TOO_BIG)))
+    mask = intp(WORKSPACE_ALIGN - 1)
+    end = builder.and_(builder.add(builder.add(start, nbytes), mask), builder.not_(mask))
+    return end, bad
+
+
+@intrinsic
+def empty_c(typingctx, shape, dtype):
+    """np.empty(shape, dtype) (a C-contiguous array), lowered where it is called."""
+    found = _item_and_dims(dtype, shape)
+    if found is None:
         return None
-    ret = types.Array(item, ndim, "C")
+    ret = types.Array(found[0], len(found[1]), "C")
 
     def codegen(context, builder, sig, args):
         dims = _parse_shape(context, builder, sig.args[0], args[0])  # (negative dims raise)
@@ -141,84 +192,30 @@ def ws_take(typingctx, ws, offset, shape, dtype):
     at `offset`, and the offset after it (rounded up to WORKSPACE_ALIGN); where it does not fit
     in `ws` (or its size overflows), a new array instead, while `end` still counts it, so the
     final offset is the workspace a call needs (see codegen._Storage)."""
-    if isinstance(dtype, types.NumberClass):
-        item = dtype.instance_type
-    elif isinstance(dtype, types.DType):
-        item = dtype.dtype
-    else:
+    found = _item_and_dims(dtype, shape)
+    if found is None or not (isinstance(ws, types.Array) and ws.ndim == 1 and ws.layout == "C"
+                             and ws.dtype == types.uint8 and isinstance(offset, types.Integer)):
         return None
-    if not (isinstance(ws, types.Array) and ws.ndim == 1 and ws.layout == "C"
-            and ws.dtype == types.uint8 and isinstance(offset, types.Integer)):
-        return None
-    if isinstance(shape, types.Integer):
-        ndim = 1
-    elif isinstance(shape, types.BaseTuple) and all(isinstance(t, types.Integer) for t in shape):
-        ndim = len(shape)
-    else:
-        return None
-    ret = types.Array(item, ndim, "C")
+    item, dim_types = found
+    ret = types.Array(item, len(dim_types), "C")
     sig = types.Tuple((ret, types.intp))(ws, offset, shape, dtype)
 
     def codegen(context, builder, sig, args):
         dims = _parse_shape(context, builder, sig.args[2], args[2])  # (negative dims raise)
-        intp = context.get_value_type(types.intp)
-        itemsize = context.get_abi_sizeof(context.get_data_type(item))
-        nbytes = llvm_ir.Constant(intp, itemsize)
-        overflow = llvm_ir.Constant(llvm_ir.IntType(1), 0)
-        for d in dims:
-            product = builder.smul_with_overflow(nbytes, d)
-            nbytes = builder.extract_value(product, 0)
-            overflow = builder.or_(overflow, builder.extract_value(product, 1))
         start = context.cast(builder, args[1], sig.args[1], types.intp)
-        mask = llvm_ir.Constant(intp, WORKSPACE_ALIGN - 1)
-        end = builder.and_(builder.add(builder.add(start, nbytes), mask), builder.not_(mask))
-        src = context.make_array(ws)(context, builder, args[0])
-        capacity = builder.extract_value(src.shape, 0)
-        fits = builder.and_(builder.not_(overflow), builder.icmp_signed("<=", end, capacity))
+        end, bad = _end_of(context, builder, start, item, dims)
+        capacity = builder.extract_value(context.make_array(ws)(context, builder, args[0]).shape,
+                                         0)
+        fits = builder.and_(builder.not_(bad), builder.icmp_signed("<=", end, capacity))
         slot = cgutils.alloca_once(builder, context.get_value_type(ret))
         with builder.if_else(fits, likely=True) as (carve, allocate):
             with carve:
-                out = context.make_array(ret)(context, builder)
-                strides, step = [], llvm_ir.Constant(intp, itemsize)
-                for d in reversed(dims):
-                    strides.append(step)
-                    step = builder.mul(step, d)
-                data = builder.gep(src.data, [start], inbounds=True)
-                context.populate_array(
-                    out, data=builder.bitcast(data, out.data.type),
-                    shape=cgutils.pack_array(builder, dims, ty=intp),
-                    strides=cgutils.pack_array(builder, strides[::-1], ty=intp),
-                    itemsize=llvm_ir.Constant(intp, itemsize), meminfo=src.meminfo,
-                    parent=cgutils.get_null_value(src.parent.type))
-                value = out._getvalue()
-                context.nrt.incref(builder, ret, value)  # it holds the workspace alive
-                builder.store(value, slot)
+                builder.store(_carve(context, builder, ws, args[0], ret, start, dims), slot)
             with allocate:
                 builder.store(_empty_nd_impl(context, builder, ret, dims)._getvalue(), slot)
         return context.make_tuple(builder, sig.return_type, [builder.load(slot), end])
 
     return sig, codegen
-
-
-def _item_and_dims(dtype, shape):
-    """(numba item type, dim types) of a (dtype, shape) argument pair, or None."""
-    if isinstance(dtype, types.NumberClass):
-        item = dtype.instance_type
-    elif isinstance(dtype, types.DType):
-        item = dtype.dtype
-    else:
-        return None
-    if isinstance(shape, types.Integer):
-        return item, [shape]
-    if isinstance(shape, types.BaseTuple) and all(isinstance(t, types.Integer) for t in shape):
-        return item, list(shape)
-    return None
-
-
-def _dims(context, builder, shape_type, value, dim_types) -> list:
-    values = [value] if isinstance(shape_type, types.Integer) \
-        else cgutils.unpack_tuple(builder, value, len(dim_types))
-    return [context.cast(builder, v, t, types.intp) for v, t in zip(values, dim_types)]
 
 
 # a workspace size no call can have: what ws_add saturates to on overflow or a negative dim
@@ -236,18 +233,11 @@ def ws_add(typingctx, total, shape, dtype):
 
     def codegen(context, builder, sig, args):
         intp = context.get_value_type(types.intp)
-        nbytes = intp(context.get_abi_sizeof(context.get_data_type(item)))
-        bad = llvm_ir.Constant(llvm_ir.IntType(1), 0)
-        for d in _dims(context, builder, shape, args[1], dim_types):
-            product = builder.smul_with_overflow(nbytes, d)
-            nbytes = builder.extract_value(product, 0)
-            bad = builder.or_(bad, builder.extract_value(product, 1))
-            bad = builder.or_(bad, builder.icmp_signed("<", d, intp(0)))
         start = context.cast(builder, args[0], sig.args[0], types.intp)
-        for value in (nbytes, start):  # (both below 2**62: their sum cannot overflow)
-            bad = builder.or_(bad, builder.icmp_unsigned(">=", value, intp(WORKSPACE_TOO_BIG)))
-        mask = intp(WORKSPACE_ALIGN - 1)
-        end = builder.and_(builder.add(builder.add(start, nbytes), mask), builder.not_(mask))
+        end, bad = _end_of(context, builder, start, item,
+                           _dims(context, builder, shape, args[1], dim_types))
+        # (start below 2**62 too: the sum cannot overflow)
+        bad = builder.or_(bad, builder.icmp_unsigned(">=", start, intp(WORKSPACE_TOO_BIG)))
         return builder.select(bad, intp(WORKSPACE_TOO_BIG), end)
 
     return types.intp(total, shape, dtype), codegen
@@ -294,26 +284,9 @@ def ws_carve(typingctx, ws, offset, shape, dtype):
     ret = types.Array(item, len(dim_types), "C")
 
     def codegen(context, builder, sig, args):
-        intp = context.get_value_type(types.intp)
         dims = _dims(context, builder, shape, args[2], dim_types)
-        itemsize = context.get_abi_sizeof(context.get_data_type(item))
-        src = context.make_array(ws)(context, builder, args[0])
-        out = context.make_array(ret)(context, builder)
-        strides, step = [], intp(itemsize)
-        for d in reversed(dims):
-            strides.append(step)
-            step = builder.mul(step, d)
         start = context.cast(builder, args[1], sig.args[1], types.intp)
-        context.populate_array(
-            out, data=builder.bitcast(builder.gep(src.data, [start], inbounds=True),
-                                      out.data.type),
-            shape=cgutils.pack_array(builder, dims, ty=intp),
-            strides=cgutils.pack_array(builder, strides[::-1], ty=intp),
-            itemsize=intp(itemsize), meminfo=src.meminfo,
-            parent=cgutils.get_null_value(src.parent.type))
-        value = out._getvalue()
-        context.nrt.incref(builder, ret, value)
-        return value
+        return _carve(context, builder, ws, args[0], ret, start, dims)
 
     return ret(ws, offset, shape, dtype), codegen
 

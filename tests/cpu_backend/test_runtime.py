@@ -38,8 +38,6 @@ def test_temporaries_live_in_a_workspace_kept_across_calls():
     fast, ref = compile_pair(inputs, outs)
     runner = fast._runner
     assert runner.workspace and "ws_carve" in runner.source
-    # h.T is returned as it is: h's storage is a new array, an output's (no copy)
-    assert ".copy()" not in runner.source.splitlines()[-1]
     w = rng(1).normal(size=(4, 4))
     results = []
     for n in (5, 300, 2, 0, 300, 1):  # the workspace grows, then serves smaller calls

@@ -12,8 +12,7 @@ def _plan(live, slots, takes_over=None, outputs=(), dtypes=None):
     """A stand-in Program: buffer b lives over steps live[b] in slot slots[b]."""
     takes_over = takes_over or {}
     buffers = [SimpleNamespace(id=b, dtype=(dtypes or {}).get(b, "float64"),
-                               takes_over=takes_over.get(b), is_output=b in outputs, ndim=1,
-                               view_of=None)
+                               takes_over=takes_over.get(b), is_output=b in outputs, ndim=1)
                for b in range(len(live))]
     return SimpleNamespace(buffers=buffers, live=live, slots=slots)
 

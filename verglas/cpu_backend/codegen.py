@@ -10,7 +10,6 @@ import numpy as np
 
 from verglas.graph.basic import Constant
 from verglas.cpu_backend.dimfacts import DimFacts, tuple_items
-from verglas.schedule.memory import storage_root
 from verglas.cpu_backend.intrinsics import (c_view, empty_expr, prefer_wide_vectors, ws_add,
                                              ws_carve, ws_reserve, ws_take)
 from verglas.source import Emitter, np_dtype, tuple_expr
@@ -316,8 +315,8 @@ class _Storage:
         # slot -> (array, its shape expr, whether the array is new: one an output may take)
         self.slot_storage: dict[int, tuple[str, str, bool]] = {}
         slots = program.slots or ()
-        self.output_slots = {slots[storage_root(program.buffers, b.id)]
-                             for b in program.buffers if b.is_output and slots} - {None}
+        self.output_slots = {slots[b.id] for b in program.buffers
+                             if b.is_output and slots and slots[b.id] is not None}
         self.workspace = workspace
         self.used_workspace = False  # whether the code reads `ws`
         # (shape in the inputs' lengths, dtype) of each array carved at offset `wq<k>`
@@ -490,13 +489,9 @@ def generate(program, name: str = "program", parent: ProgramSource | None = None
         k += len(members)
     outs = []
     seen: set[int] = set()
-    roots = [storage_root(program.buffers, b) for b in program.outputs]
-    for b, root in zip(program.outputs, roots):
-        # an output the caller may own as it is: its storage (it, or what it views or
-        # overwrites) is a new array of an output's slot that no other output shares
-        slot = program.slots[root] if program.slots else None
-        owned = (program.buffers[root].kind == "temp" and slot in storage.output_slots
-                 and roots.count(root) == 1 and storage.slot_storage.get(slot, (0, 0, 0))[2])
+    for b in program.outputs:
+        buf = program.buffers[b]
+        owned = buf.kind == "temp" and buf.view_of is None and buf.takes_over is None
         outs.append(names[b] if owned and b not in seen and b not in names.scalars
                     else f"{names[b]}.copy()")
         seen.add(b)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["plan_memory", "storage_root"]
+__all__ = ["plan_memory"]
 
 
 def plan_memory(buffers, steps, live, size_of) -> tuple[list, list]:
@@ -11,11 +11,9 @@ def plan_memory(buffers, steps, live, size_of) -> tuple[list, list]:
     A slot freed after a buffer's last use is reused by a later buffer of the same dtype whose
     size is the same interned size variable. Returns (slot per buffer, (dtype, size) per slot).
     Views share their base's storage and inplace outputs take over their input's slot.
-    A program output gets a slot of its own, and so does the buffer an output views or
-    overwrites inplace: the caller owns that storage, while the other slots can live in a
-    workspace kept across calls.
+    A program output gets a slot of its own: the caller owns it, while the other slots can
+    live in a workspace kept across calls.
     """
-    owned = {storage_root(buffers, b.id) for b in buffers if b.is_output}
     slots: list = [None] * len(buffers)
     specs: list = []
     free: dict = {}  # (dtype, size var) -> free slot ids
@@ -29,7 +27,7 @@ def plan_memory(buffers, steps, live, size_of) -> tuple[list, list]:
                 slots[b] = slots[buf.takes_over]
             else:
                 key = (buf.dtype, size_of(b))
-                pool = None if buf.id in owned else free.get(key)
+                pool = None if buf.is_output else free.get(key)
                 if pool:
                     slots[b] = pool.pop()
                 else:
@@ -48,13 +46,3 @@ def plan_memory(buffers, steps, live, size_of) -> tuple[list, list]:
 
 def _still_used(slot, slots, live, now) -> bool:
     return any(s == slot and live[b][1] > now for b, s in enumerate(slots))
-
-
-def storage_root(buffers, b: int) -> int:
-    """The buffer whose storage buffer `b` is: itself, or what it views or overwrites."""
-    while True:
-        buf = buffers[b]
-        parent = buf.view_of if buf.view_of is not None else buf.takes_over
-        if parent is None or parent == b:
-            return b
-        b = parent

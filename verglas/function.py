@@ -259,7 +259,7 @@ def _fast_call(function: Function):
     dispatcher would refuse the rest too, since it may compile no other signature, but its
     TypeError costs ~50 us where these checks cost ~0.2 us.)
     """
-    from verglas.cpu_backend.runtime import NO_WORKSPACE
+    from verglas.cpu_backend.runtime import NO_WORKSPACE, keep_workspace
 
     runner = function._runner
     n = len(function._specs)
@@ -279,18 +279,16 @@ def _fast_call(function: Function):
     call_args = [names[k] for k in runner.direct]
     call_args += [f"array(({''.join(names[k] + ', ' for k in ks)}), P{j})"
                   for j, (_, ks) in enumerate(runner.packing)]
-    call = f"JIT({', '.join(call_args)}{consts})"
-    if runner.bare:
+    take = give = ""
+    if runner.workspace:  # see CPURunner: one workspace per call running at once
+        result = "r[0]" if function.single else "list(r[:-2])"
+        take = "            w = POOL.pop() if POOL else NO_WS\n"
+        give = "            KEEP(POOL, r[-2], r[-1])\n"
+    elif runner.bare:
         result = "r" if function.single else "[r]"
     else:
         result = "r[0]" if function.single else "list(r)"
-    take = give = ""
-    if runner.workspace:  # see CPURunner: one workspace per call running at once
-        call = f"JIT({', '.join(call_args)}{consts}, w)"
-        result = "r[0]" if function.single else "list(r[:-2])"
-        take = "            w = POOL.pop() if POOL else NO_WS\n"
-        give = ("            w = r[-2]\n"
-                "            POOL.append(w if r[-1] <= len(w) else empty(r[-1], uint8))\n")
+    call = f"JIT({', '.join(call_args)}{consts}{', w' if runner.workspace else ''})"
     source = (f"def fast(*args):\n"
               f"    if len(args) == {n}:\n"
               f"        {unpack}\n"
@@ -305,8 +303,7 @@ def _fast_call(function: Function):
               f"    return checked(*args)\n")
     namespace = {"ndarray": np.ndarray, "JIT": runner.jitted, "checked": function._call_checked,
                  "array": np.array, "RETRY": getattr(runner, "retry_on", ()),
-                 "POOL": runner.pool, "NO_WS": NO_WORKSPACE, "empty": np.empty,
-                 "uint8": np.uint8}
+                 "POOL": runner.pool, "NO_WS": NO_WORKSPACE, "KEEP": keep_workspace}
     namespace.update({f"P{j}": np.dtype(d) for j, (d, _) in enumerate(runner.packing)})
     namespace.update({f"D{k}": spec[0] for k, spec in enumerate(function._specs)})
     namespace.update({f"C{k}": c for k, c in enumerate(runner.arg_constants)})

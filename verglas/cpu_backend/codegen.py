@@ -326,7 +326,8 @@ class _Storage:
         """Emit the allocation of buffer `bid` with tuple expression `shape_expr`."""
         buf = self.program.buffers[bid]
         out = self.names[bid]
-        facts = self.src.facts if self.em.depth == 1 else DimFacts()  # (see dimfacts.py)
+        at_top = self.em.depth == 1  # facts learned here hold below (see dimfacts.py)
+        facts = self.src.facts if at_top else DimFacts()
         if buf.takes_over is not None:  # inplace: write into the destroyed input's storage
             self.em.line(f"{out} = {self.names[buf.takes_over]}")
             facts.same_shape(out, self.names[buf.takes_over], buf.ndim)
@@ -335,8 +336,7 @@ class _Storage:
         if dims is not None and len(dims) != buf.ndim:
             dims = None
         # the shape in the inputs' lengths, if known: then the function's top reserves it
-        forms = [facts.input_form(d) for d in dims] if dims is not None and facts is \
-            self.src.facts else None
+        forms = [facts.input_form(d) for d in dims] if dims is not None and at_top else None
         if dims is not None:
             facts.shape_is(out, dims)
         slot = self.program.slots[bid] if self.program.slots else None

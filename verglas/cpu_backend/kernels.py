@@ -17,7 +17,7 @@ import numpy as np
 from verglas.cpu_backend.intrinsics import (c_view, empty_c, empty_expr, prefer_wide_vectors,
                                              reshaped, scalars_at, ws_add, ws_carve,
                                              ws_reserve, ws_take)
-from verglas.source import cast_expr
+from verglas.source import cast_expr, tuple_expr
 from verglas.source import literal as source_literal
 from verglas.graph.basic import Constant
 from verglas.ops import scalar as s
@@ -633,11 +633,11 @@ def _emit_dimshuffle(op, ctx) -> None:
     kept_sorted = sorted(op.kept)
     ctx.check_equal([(f"{x}.shape[{d}]", "1") for d in _unproven_ones(ctx, op.dropped)],
                     "ValueError", f"{op}: cannot drop an axis whose length is not 1")
-    ctx.shape_is(0, ["1" if d == "x" else f"{x}.shape[{d}]" for d in op.new_order])
+    dims = ["1" if d == "x" else f"{x}.shape[{d}]" for d in op.new_order]
+    ctx.shape_is(0, dims)
     if list(op.kept) == kept_sorted and ctx.is_contiguous(0):
         # no transpose: a reshape keeps the buffer C-contiguous (and numba's type 'C')
-        dims = "".join("1, " if d == "x" else f"{x}.shape[{d}], " for d in op.new_order)
-        ctx.line(f"{out} = {reshaped(ctx, x, f'({dims})')}")
+        ctx.line(f"{out} = {reshaped(ctx, x, tuple_expr(dims))}")
         ctx.set_contiguous(0)
         return
     # drop length-1 axes by indexing with 0, transpose the rest, insert new axes with None

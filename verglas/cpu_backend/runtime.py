@@ -21,7 +21,7 @@ from verglas.cpu_backend.codegen import generate
 from verglas.cpu_backend.kernels import RuntimeBroadcast
 from verglas.cpu_backend.parallel_for import launch
 
-__all__ = ["CPURunner", "build_runner", "JIT_OPTIONS", "NO_WORKSPACE"]
+__all__ = ["CPURunner", "build_runner", "JIT_OPTIONS", "NO_WORKSPACE", "keep_workspace"]
 
 # NaN/Inf semantics must hold, so no 'nnan'/'ninf'; reassociation lets reductions vectorize.
 JIT_OPTIONS = dict(nogil=True, error_model="numpy",
@@ -245,7 +245,7 @@ class CPURunner:
             pool = self.pool
             ws = pool.pop() if pool else NO_WORKSPACE
             *result, ws, need = self.jitted(*self.arguments(args), *self.arg_constants, ws)
-            pool.append(ws if need <= len(ws) else np.empty(need, np.uint8))
+            keep_workspace(pool, ws, need)
             return result
         except RuntimeBroadcast:
             return self.general_runner()(args)
@@ -259,6 +259,12 @@ class CPURunner:
                     runner.compile()
                     self._general = runner
         return self._general
+
+
+def keep_workspace(pool: list, ws: np.ndarray, need: int) -> None:
+    """Give the workspace a call returned back to `pool`: a new one of `need` bytes where some
+    temporaries did not fit in it (the next call then carves them all)."""
+    pool.append(ws if need <= len(ws) else np.empty(need, np.uint8))
 
 
 # the workspace of a call no other has left one for: every temporary is then a new array

@@ -169,7 +169,8 @@ class Function:
                                         [(t.dtype, t.ndim) for t in self._input_types])
             self._runner.compile()
             self._contiguous = True
-            self._fast = _fast_call(self)
+            if not self._runner.converts:  # (float16 arguments go through the runner)
+                self._fast = _fast_call(self)
             return
         else:
             from verglas.cuda_backend.runtime import build_runner as build_cuda_runner

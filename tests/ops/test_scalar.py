@@ -21,7 +21,7 @@ SAFE_FLOATS = [-2.5, -1.0, -0.5, 0.0, 0.25, 1.0, 3.0]
 SAFE_INTS = [-7, -3, -1, 0, 1, 2, 5]
 POSITIVE = {"log", "sqrt", "log1p", "pow"}
 NONZERO_DIVISOR = {"true_div", "floor_div", "mod", "reciprocal"}
-INT_ONLY = {"invert", "and_", "or_", "xor"}
+INT_ONLY = {"invert", "and_", "or_", "xor", "left_shift", "right_shift"}
 
 
 def test_registry_has_every_scalar_op():

@@ -230,11 +230,21 @@ def test_stable_forms_are_left_alone():
         assert op_names(fg)["Max"] == before["Max"] == 1
 
 
-def test_recognition_is_tagged_and_excludable():
+def test_stabilization_is_tagged_and_excludable():
     x = vg.tensor("x", shape=(None, None))
     naive = vg.log(vg.sum(vg.exp(x), axis=1))
-    fg = rewritten([x], naive, NO_FUSION.excluding("symbolic_op_recognition"))
+    assert "Max" in op_names(rewritten([x], naive, NO_FUSION))
+    fg = rewritten([x], naive, NO_FUSION.excluding("stabilize"))
     assert "Max" not in op_names(fg)
+
+
+def test_division_by_a_constant_becomes_a_product_only_when_exact():
+    x = vg.tensor("x", shape=(None,))
+    assert op_names(rewritten([x], x / 4.0, NO_FUSION))["mul"] == 1
+    fg = rewritten([x], x / 3.0, NO_FUSION)  # 6.0 * (1/3) is 1.9999999999999998
+    assert op_names(fg)["true_div"] == 1 and op_names(fg)["mul"] == 0
+    f = vg.compile([x], vg.floor(x / 3.0))
+    np.testing.assert_array_equal(f(np.array([6.0, 9.0, 49.0])), [2.0, 3.0, 16.0])
 
 
 def test_second_and_sum_to_shape_static():

@@ -13,6 +13,7 @@ from numba.np.linalg import check_blas_return, ensure_blas, get_blas_kind, make_
 
 from verglas.cpu_backend.blas import COL_MAJOR, NO_TRANS, TRANS, numpy_cblas_gemm
 from verglas.cpu_backend.codegen import np_dtype
+from verglas.cpu_backend.dtypes import cast_expr, storage_dtype
 from verglas.cpu_backend.intrinsics import reshaped
 from verglas.cpu_backend.kernels import HELPER_REFS, broadcast_dim, emit, register_helper
 from verglas.ops.linalg import MatMul
@@ -137,19 +138,21 @@ def _emit_arange(op, ctx) -> None:
         ctx.line(f"{n} = 0")
     out = ctx.alloc(0, f"({n},)")
     k = ctx.fresh("k")
-    dt = np_dtype(op.dtype)
+    def conv(expr):
+        return cast_expr(expr, op.dtype, ctx.src)
+
     if np.dtype(op.dtype).kind == "f":
         # numpy: the first two values in the dtype, then start + i * (second - first)
         s0, delta = ctx.fresh("s"), ctx.fresh("delta")
-        ctx.line(f"{s0} = {dt}({start})")
-        ctx.line(f"{delta} = np.float64({dt}({start} + {step})) - np.float64({s0})")
+        ctx.line(f"{s0} = {conv(start)}")
+        ctx.line(f"{delta} = np.float64({conv(f'{start} + {step}')}) - np.float64({s0})")
         ctx.line(f"for {k} in range({n}):")
         with ctx.indent():
-            ctx.line(f"{out}[{k}] = {dt}(np.float64({s0}) + {k} * {delta})")
+            ctx.line(f"{out}[{k}] = {conv(f'np.float64({s0}) + {k} * {delta}')}")
     else:
         ctx.line(f"for {k} in range({n}):")
         with ctx.indent():
-            ctx.line(f"{out}[{k}] = {dt}({start} + {k} * {step})")
+            ctx.line(f"{out}[{k}] = {conv(f'{start} + {k} * {step}')}")
 
 
 # -- MatMul -------------------------------------------------------------------------------------
@@ -347,7 +350,7 @@ def _emit_matmul(op, ctx) -> None:
         dims.append(broadcast_dim(ctx, cands, f"{op}: batch dimensions cannot be broadcast"))
     dims += [f"{a}.shape[{va.ndim - 2}]", f"{b}.shape[{vb.ndim - 1}]"]
     out = ctx.alloc(0, tuple_expr(dims))
-    blas = out_dtype in ("float32", "float64")
+    blas = storage_dtype(out_dtype) in ("float32", "float64")  # (float16: in float32)
     if blas:  # one dtype for gemm: convert the other operand once
         for i, (var, name) in enumerate(((va, a), (vb, b))):
             if var.dtype != out_dtype:
@@ -382,6 +385,12 @@ def _emit_matmul(op, ctx) -> None:
     else:
         ctx.line(f"{fn}({sa}, {sb}, {so})")
     ctx.em.depth -= nbatch
+    if out_dtype == "float16":  # computed in float32: rounded to half precision
+        flat, k = ctx.fresh("of"), ctx.fresh("k")
+        ctx.line(f"{flat} = {reshaped(ctx, out, f'{out}.size')}")
+        ctx.line(f"for {k} in range({out}.size):")
+        with ctx.indent():
+            ctx.line(f"{flat}[{k}] = {cast_expr(f'{flat}[{k}]', out_dtype, ctx.src)}")
 
 
 _ = np

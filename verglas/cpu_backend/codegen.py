@@ -12,7 +12,8 @@ from verglas.graph.basic import Constant
 from verglas.cpu_backend.dimfacts import DimFacts, tuple_items
 from verglas.cpu_backend.intrinsics import (c_view, empty_expr, prefer_wide_vectors, ws_add,
                                              ws_carve, ws_reserve, ws_take)
-from verglas.source import Emitter, np_dtype, tuple_expr
+from verglas.cpu_backend.dtypes import np_dtype, storage_dtype, to_storage
+from verglas.source import Emitter, tuple_expr
 
 __all__ = ["Emitter", "ProgramSource", "generate", "INLINE_CONSTANT_LIMIT", "np_dtype"]
 
@@ -120,7 +121,9 @@ class ProgramSource:
     def pool_run(self, dtype: str, values) -> tuple[str, int]:
         """(name of a 1-d C-contiguous array, offset) where numpy scalars `values` lie in a row
         (numba type Array(dtype, 1, 'C'), like the packed-input arrays)."""
-        values = [np.dtype(dtype).type(v) for v in values]
+        # (float16 values: the float32 holding them)
+        values = [np.dtype(storage_dtype(dtype)).type(np.asarray(v).astype(dtype))
+                  for v in values]
         key = (dtype, tuple("nan" if v != v else repr(v.item()) for v in values))
         pool = self.pools.setdefault(dtype, [])
         start = self._pool_runs.get(key)
@@ -146,7 +149,7 @@ class ProgramSource:
                       for k, (shape, dtype) in enumerate(self.reserved)]
             lines += [f"    wo = wq{len(self.reserved)}", f"    ws = {reserve}(ws, wo)"]
         for j, (dtype, values) in enumerate(self.pools.items()):
-            name = self.add_global("kpool", np.array(values, dtype=dtype))
+            name = self.add_global("kpool", np.array(values, dtype=storage_dtype(dtype)))
             lines.append(f"    kq{j} = {name}.copy()")
         return lines
 
@@ -456,7 +459,8 @@ def generate(program, name: str = "program", parent: ProgramSource | None = None
     for buf in program.buffers:
         if buf.kind != "constant":
             continue
-        data = np.array(buf.var.data, order="C")  # (np.ascontiguousarray makes 0-d arrays 1-d)
+        # (np.ascontiguousarray makes 0-d arrays 1-d)
+        data = to_storage(np.array(buf.var.data, order="C"))
         if data.size <= INLINE_CONSTANT_LIMIT or src.arg_constants is None:
             names[buf.id] = src.add_global("const", data)
         else:

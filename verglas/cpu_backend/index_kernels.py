@@ -13,6 +13,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from verglas.cpu_backend.dtypes import cast_expr
 from verglas.cpu_backend.kernels import _bdim, emit, register_helper
 from verglas.ops.indexing import AdvancedIncSubtensor, AdvancedSubtensor, IncSubtensor, Subtensor
 
@@ -134,6 +135,28 @@ def _check_value(ctx, op, v: str, vndim: int, target: list[str]) -> None:
             ctx.raise_("ValueError", f"{op}: the value cannot be broadcast to the indexed shape")
 
 
+def _stored(ctx, op, target: str, val: str) -> str:
+    """The value an update writes to `target`: `val`, or target + val, converted to x's dtype
+    as numpy's setitem converts (a complex value keeps its real part, a float16 one is
+    rounded to half precision)."""
+    x_dtype, v_dtype = ctx.input_var(0).dtype, ctx.input_var(1).dtype
+    if not op.set_instead_of_inc:
+        val = f"{target} + {val}"
+        v_dtype = np.result_type(x_dtype, v_dtype).name
+    if np.dtype(v_dtype).kind == "c" and np.dtype(x_dtype).kind != "c":
+        val = f"({val}).real"
+    if v_dtype == x_dtype and x_dtype != "float16":
+        return val
+    return cast_expr(val, x_dtype, ctx.src)
+
+
+def _converting(ctx) -> bool:
+    """Whether an update needs an explicit conversion per element (see _stored)."""
+    x_dtype, v_dtype = ctx.input_var(0).dtype, ctx.input_var(1).dtype
+    return x_dtype == "float16" or (np.dtype(v_dtype).kind == "c"
+                                    and np.dtype(x_dtype).kind != "c")
+
+
 @emit.register(IncSubtensor)
 def _emit_inc_subtensor(op, ctx) -> None:
     out = _copy_input(ctx)
@@ -145,12 +168,18 @@ def _emit_inc_subtensor(op, ctx) -> None:
         + ctx.input_var(0).ndim - consumed
     if tndim == 0:
         target = f"{out}[{', '.join(parts)}]"
-        val = f"{v}.item()"
-        ctx.line(f"{target} = {val}" if op.set_instead_of_inc else f"{target} += {val}")
+        ctx.line(f"{target} = {_stored(ctx, op, target, f'{v}.item()')}")
         return
     view = ctx.fresh("w")
     ctx.line(f"{view} = {out}[{', '.join(parts)}]" if parts else f"{view} = {out}")
     _check_value(ctx, op, v, vndim, [f"{view}.shape[{d}]" for d in range(tndim)])
+    if _converting(ctx):  # element by element, converted
+        vb, idx = ctx.fresh("vb"), ctx.fresh("ix")
+        ctx.line(f"{vb} = np.broadcast_to({v}, {view}.shape)")
+        ctx.line(f"for {idx} in np.ndindex({view}.shape):")
+        with ctx.indent():
+            ctx.line(f"{view}[{idx}] = {_stored(ctx, op, f'{view}[{idx}]', f'{vb}[{idx}]')}")
+        return
     val = f"{v}.item()" if vndim == 0 else v
     if op.set_instead_of_inc:
         ctx.line(f"{view}[...] = {val}")
@@ -328,6 +357,5 @@ def _emit_advanced_inc_subtensor(op, ctx) -> None:
         ctx.line(f"{vb} = {v}")
     loop = _loops(ctx, dims)
     target = f"{out}{_idx(source(loop))}"
-    val = f"{vb}{_idx(loop)}"
-    ctx.line(f"{target} = {val}" if op.set_instead_of_inc else f"{target} += {val}")
+    ctx.line(f"{target} = {_stored(ctx, op, target, f'{vb}{_idx(loop)}')}")
     ctx.em.depth -= len(dims)

@@ -14,7 +14,7 @@ from llvmlite import ir as llvm_ir
 from numba.core import cgutils, types
 from numba.core.extending import intrinsic
 
-from verglas.source import np_dtype
+from verglas.cpu_backend.dtypes import np_dtype
 
 try:  # numba's own lowering of np.empty's body (numba.np.arrayobj, stable for years)
     from numba.np.arrayobj import _empty_nd_impl, _parse_shape

@@ -9,6 +9,7 @@ vectorizable version from vmath where one exists.
 from __future__ import annotations
 
 import functools
+import math
 import re
 
 import numba
@@ -17,8 +18,9 @@ import numpy as np
 from verglas.cpu_backend.intrinsics import (c_view, empty_c, empty_expr, prefer_wide_vectors,
                                              reshaped, scalars_at, ws_add, ws_carve,
                                              ws_reserve, ws_take)
-from verglas.source import cast_expr, tuple_expr
-from verglas.source import literal as source_literal
+from verglas.cpu_backend.dtypes import cast_expr, half_round, storage_dtype
+from verglas.cpu_backend.dtypes import literal as source_literal
+from verglas.source import tuple_expr
 from verglas.graph.basic import Constant
 from verglas.ops import scalar as s
 from verglas.ops.elemwise import DimShuffle, Elemwise
@@ -40,7 +42,7 @@ _SCALAR_REFS: dict = {}  # id(jitted scalar impl) -> ("scalar", op name, dtype)
 # intrinsics generated code calls, found again by name
 HELPER_REFS.update(scalars_at=scalars_at, c_view=c_view, empty_c=empty_c, ws_take=ws_take,
                    ws_add=ws_add, ws_reserve=ws_reserve, ws_carve=ws_carve,
-                   prefer_wide_vectors=prefer_wide_vectors)
+                   prefer_wide_vectors=prefer_wide_vectors, half_round=half_round)
 
 
 def register_helper(fn):
@@ -102,7 +104,8 @@ def literal(value, dtype: str, ctx=None) -> str:
     """A typed scalar constant in generated code: a frozen global when `ctx` is given (one IR
     load instead of a constructor call), else a constructor expression."""
     if ctx is not None and dtype != "bool":
-        return ctx.src.constant(np.dtype(dtype).type(np.asarray(value).item()))
+        value = np.asarray(value).astype(dtype)  # (a float16 value: the float32 holding it)
+        return ctx.src.constant(np.dtype(storage_dtype(dtype)).type(value.item()))
     return source_literal(value, dtype)
 
 
@@ -111,6 +114,122 @@ def literal(value, dtype: str, ctx=None) -> str:
 _TYPE_PRESERVING = frozenset({"add", "sub", "mul", "true_div", "neg", "sqr", "identity", "abs",
                               "second", "switch"})
 _BOOL_RESULT = frozenset({"lt", "le", "gt", "ge", "eq", "neq", "isnan", "isinf"})
+
+
+# complex arguments: numba's cmath functions, numpy's definitions where they differ
+COMPLEX_IMPL = {
+    "exp": "cmath.exp(x)", "log": "cmath.log(x)", "sqrt": "cmath.sqrt(x)",
+    "sin": "cmath.sin(x)", "cos": "cmath.cos(x)", "tan": "cmath.tan(x)",
+    "tanh": "cmath.tanh(x)", "expm1": "(cmath.exp(x) - 1)", "log1p": "cmath.log(1 + x)",
+    "isinf": "cmath.isinf(x)", "sign": "complex_sign(x)",
+    # numpy orders complex numbers lexicographically (real part first)
+    "lt": "complex_lt(x, y)", "le": "complex_le(x, y)", "gt": "complex_lt(y, x)",
+    "ge": "complex_le(y, x)", "maximum": "complex_maximum(x, y)",
+    "minimum": "complex_minimum(x, y)", "clip": "complex_minimum(complex_maximum(x, y), z)",
+    "true_div": "complex_divide(x, y)", "reciprocal": "complex_divide(1, x)",
+}
+# real arguments of the complex-part functions
+REAL_PARTS = {"real": "x", "conj": "x", "imag": "0"}
+# float arguments: numba's numpy functions where they beat the shared scalar code (np.floor
+# keeps -0.0 and maps to a vector instruction)
+FLOAT_IMPL = {"floor": "np.floor(x)", "ceil": "np.ceil(x)"}
+
+
+@register_helper
+@numba.njit(cache=False, error_model="numpy")
+def complex_lt(a, b):
+    """numpy's a < b for complex numbers: by real part, then imaginary part; NaN compares
+    false."""
+    a, b = np.complex128(a), np.complex128(b)
+    if a.real < b.real:
+        return a.imag == a.imag and b.imag == b.imag
+    return a.real == b.real and a.imag < b.imag
+
+
+@register_helper
+@numba.njit(cache=False, error_model="numpy")
+def complex_le(a, b):
+    """numpy's a <= b for complex numbers (see complex_lt)."""
+    a, b = np.complex128(a), np.complex128(b)
+    if a.real < b.real:
+        return a.imag == a.imag and b.imag == b.imag
+    return a.real == b.real and a.imag <= b.imag
+
+
+@register_helper
+@numba.njit(cache=False, error_model="numpy")
+def complex_maximum(a, b):
+    """numpy's maximum of complex numbers: a NaN first operand wins, then a >= b keeps a."""
+    a, b = np.complex128(a), np.complex128(b)
+    if a != a or complex_le(b, a):
+        return a
+    return b
+
+
+@register_helper
+@numba.njit(cache=False, error_model="numpy")
+def complex_minimum(a, b):
+    """numpy's minimum of complex numbers (see complex_maximum)."""
+    a, b = np.complex128(a), np.complex128(b)
+    if a != a or complex_le(a, b):
+        return a
+    return b
+
+
+@register_helper
+@numba.njit(cache=False, error_model="numpy")
+def complex_sign(z):
+    """numpy's sign of a complex number: z / |z|, 0 for 0, and for an infinite part the sign
+    of that part (NaN when both are infinite)."""
+    re_inf, im_inf = math.isinf(z.real), math.isinf(z.imag)
+    if re_inf and im_inf:
+        return complex(math.nan, math.nan)
+    if re_inf:
+        return complex(1.0 if z.real > 0 else -1.0, 0.0)
+    if im_inf:
+        return complex(0.0, 1.0 if z.imag > 0 else -1.0)
+    if z.real == 0 and z.imag == 0:
+        return complex(0.0, 0.0)
+    a = abs(z)
+    return complex(z.real / a, z.imag / a)
+
+
+@register_helper
+@numba.njit(cache=False, error_model="numpy")
+def complex_divide(a, b):
+    """numpy's complex quotient a / b: Smith's algorithm (scaled by the larger part of b, so
+    no intermediate overflows needlessly); a zero b gives inf or NaN parts, not an error."""
+    a, b = np.complex128(a), np.complex128(b)
+    br, bi = b.real, b.imag
+    if abs(br) >= abs(bi):
+        if br == 0 and bi == 0:
+            return complex(a.real / abs(br), a.imag / abs(br))
+        ratio = bi / br
+        scale = 1.0 / (br + bi * ratio)
+        return complex((a.real + a.imag * ratio) * scale, (a.imag - a.real * ratio) * scale)
+    ratio = br / bi
+    scale = 1.0 / (bi + br * ratio)
+    return complex((a.real * ratio + a.imag) * scale, (a.imag * ratio - a.real) * scale)
+
+
+@functools.cache
+def loop_dtypes(sop, dtypes: tuple) -> tuple | None:
+    """The input dtypes of the numpy loop `sop`'s ufunc uses for arguments of `dtypes`, or
+    None (no ufunc, or no such loop)."""
+    ufunc = getattr(sop, "ufunc", None)
+    if ufunc is None or len(dtypes) != ufunc.nin:
+        return None
+    try:
+        loop = ufunc.resolve_dtypes(tuple(np.dtype(d) for d in dtypes) + (None,) * ufunc.nout)
+    except (TypeError, ValueError):
+        return None
+    return tuple(d.name for d in loop[:ufunc.nin])
+
+
+def _complex_helpers(ctx, expr: str) -> str:
+    """`expr` with the complex helpers it names registered with the generated code."""
+    return re.sub(r"\bcomplex_\w+", lambda m: ctx.helper(m.group(0), HELPER_REFS[m.group(0)]),
+                  expr)
 
 
 def _substitute(expr: str, args: list[str]) -> str:
@@ -147,27 +266,51 @@ def scalar_expr(ctx, sop, args: list[str], arg_dtypes: list[str], out_dtypes) ->
         return [values[o] if not isinstance(o, Constant) else literal(o.data, o.type.dtype, ctx)
                 for o in inner.outputs]
     (out_dtype,) = out_dtypes
+    loop = loop_dtypes(sop, tuple(arg_dtypes))
+    if loop is not None:  # numpy computes in its loop's dtypes (numba's promotion differs:
+        # float32 ** int32 stays float32 there, int64 < float64 compares exactly)
+        args = [a if d == want else cast_expr(a, want, ctx.src)
+                for a, d, want in zip(args, arg_dtypes, loop)]
+        arg_dtypes = list(loop)
     name = ctx.fresh("t")
     exact_type = False  # whether numba's result type is out_dtype without a cast
+    complex_args = any(np.dtype(d).kind == "c" for d in arg_dtypes)
     if isinstance(sop, s.Cast):
         expr = args[0]
+        exact_type = arg_dtypes[0] == out_dtype or (
+            arg_dtypes[0] == "float16" and out_dtype == "float32")  # (held as float32)
+        if complex_args and np.dtype(out_dtype).kind not in "cb":
+            expr = f"({expr}).real"  # numpy keeps the real part (with a ComplexWarning)
+    elif isinstance(sop, (s.Floor, s.Ceil)) and np.dtype(arg_dtypes[0]).kind in "iub":
+        expr = args[0]  # integers are their own floor (math.floor would go through a float)
         exact_type = arg_dtypes[0] == out_dtype
     elif isinstance(sop, (s.Neg, s.Invert)) and arg_dtypes[0] == "bool":
         expr = f"not {args[0]}"
         exact_type = True
     elif _vmath(sop.name, out_dtype) is not None:
         fn = ctx.helper(f"f_{sop.name}_", scalar_impl(sop.name, out_dtype))
-        expr = f"{fn}({', '.join(args)})"
+        # the kernel is typed for its float dtype: an integer argument converts first
+        typed = [a if d == out_dtype else cast_expr(a, out_dtype)
+                 for a, d in zip(args, arg_dtypes)]
+        expr = f"{fn}({', '.join(typed)})"
         exact_type = True
+    elif complex_args and sop.name in COMPLEX_IMPL:
+        expr = _complex_helpers(ctx, _substitute(COMPLEX_IMPL[sop.name], args))
+    elif not complex_args and sop.name in REAL_PARTS:
+        expr = _substitute(REAL_PARTS[sop.name], args)
+    elif sop.name in FLOAT_IMPL and np.dtype(arg_dtypes[0]).kind == "f":
+        expr = _substitute(FLOAT_IMPL[sop.name], args)
     elif sop.impl_expr is not None:
         expr = _substitute(sop.impl_expr, args)
-        floats_alike = np.dtype(out_dtype).kind == "f" and all(d == out_dtype for d in arg_dtypes)
+        # (float16 values are float32 in generated code: every result is rounded)
+        floats_alike = np.dtype(out_dtype).kind == "f" and out_dtype != "float16" and all(
+            d == out_dtype for d in arg_dtypes)
         exact_type = (sop.name in _TYPE_PRESERVING and floats_alike) or (
             sop.name in _BOOL_RESULT and out_dtype == "bool")
     else:
         fn = ctx.helper(f"f_{sop.name}_", scalar_impl(sop.name, None))
         expr = f"{fn}({', '.join(args)})"
-    ctx.line(f"{name} = {expr if exact_type else cast_expr(expr, out_dtype)}")
+    ctx.line(f"{name} = {expr if exact_type else cast_expr(expr, out_dtype, ctx.src)}")
     return [name]
 
 
@@ -338,8 +481,10 @@ def _emit_elemwise_shared(op, ctx, arrays, sources, modes) -> None:
     shape = "(" + "".join(f"{d}, " for d in dims) + ")"
     outs = [ctx.alloc(j, shape) for j in range(len(node.outputs))]
     contiguous = {i: ctx.is_contiguous(i) for i, _ in arrays}
-    key = (op, tuple((i, tuple(modes[i]), contiguous[i]) for i, _ in arrays),
-           tuple(sorted(sources)))
+    # (the op does not say its input dtypes: one clip may take a uint16 bound here, a float64
+    # one there; the scalar groups of a kernel are typed by its first call site)
+    key = (op, tuple(v.type.dtype for v in node.inputs),
+           tuple((i, tuple(modes[i]), contiguous[i]) for i, _ in arrays), tuple(sorted(sources)))
     entry = ctx.src.shared_kernels.get(key)
     if entry is None:
         name = ctx.src.emitter.fresh("kern")

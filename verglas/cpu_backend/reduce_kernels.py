@@ -10,9 +10,10 @@ from __future__ import annotations
 import numpy as np
 
 from verglas.cpu_backend.codegen import np_dtype
+from verglas.cpu_backend.dtypes import cast_expr
 from verglas.source import tuple_expr
 from verglas.cpu_backend.intrinsics import reshaped
-from verglas.cpu_backend.kernels import KernelContext, emit, literal
+from verglas.cpu_backend.kernels import HELPER_REFS, KernelContext, emit, literal
 from verglas.ops.reduce import All, Any, Argmax, Argmin, CumSum, Max, Min, Prod, Reduce, Sum
 
 __all__ = []
@@ -30,6 +31,9 @@ def _identity(op, dtype: str) -> str:
     if isinstance(op, All):
         return "True"
     lowest = isinstance(op, Max)
+    if kind == "c":  # the lexicographic extremes
+        inf = "-math.inf" if lowest else "math.inf"
+        return f"{np_dtype(dtype)}(complex({inf}, {inf}))"
     if kind == "b":
         return "False" if lowest else "True"
     if kind == "f":
@@ -38,8 +42,9 @@ def _identity(op, dtype: str) -> str:
     return literal(info.min if lowest else info.max, dtype)
 
 
-def _combine(op, acc: str, v: str, dtype: str) -> str:
-    """The expression of `acc` combined with the value named `v` (accumulating in `dtype`)."""
+def _combine(op, acc: str, v: str, dtype: str, ctx=None) -> str:
+    """The expression of `acc` combined with the value named `v` (accumulating in `dtype`;
+    complex extremes need `ctx`, to call their helper)."""
     if isinstance(op, Sum):
         return f"{acc} + {np_dtype(dtype)}({v})"
     if isinstance(op, Prod):
@@ -50,11 +55,20 @@ def _combine(op, acc: str, v: str, dtype: str) -> str:
         return f"{acc} and {v} != 0"
     if dtype == "bool":
         return f"{acc} or {v}" if isinstance(op, Max) else f"{acc} and {v}"
+    if np.dtype(dtype).kind == "c":  # numpy's maximum(acc, v): lexicographic, NaN propagates
+        name = "complex_maximum" if isinstance(op, Max) else "complex_minimum"
+        return f"{ctx.helper(name, HELPER_REFS[name])}({acc}, {v})"
     cmp = ">" if isinstance(op, Max) else "<"
     # NaN propagates: a NaN value wins, and once the accumulator is NaN no comparison is true
     if np.dtype(dtype).kind == "f":
         return f"{v} if ({v} {cmp} {acc} or {v} != {v}) else {acc}"
     return f"{v} if {v} {cmp} {acc} else {acc}"
+
+
+def _stored(ctx, value: str, dtype: str) -> str:
+    """`value` as stored into a buffer of `dtype` (a float16 result is rounded; the others
+    are what numba's store converts)."""
+    return cast_expr(value, dtype, ctx.src) if dtype == "float16" else value
 
 
 def _index(names) -> str:
@@ -144,7 +158,7 @@ def _emit_reduce_inline(op, ctx) -> None:
         if lead_reduced:
             prev = ctx.fresh("t")
             ctx.line(f"{prev} = {ov}{kidx}")
-            ctx.line(f"{ov}{kidx} = {_combine(op, prev, done, out_dtype)}")
+            ctx.line(f"{ov}{kidx} = {_combine(op, prev, done, out_dtype, ctx)}")
         else:
             ctx.line(f"{ov}{kidx} = {done}")
     elif n_suffix:
@@ -156,19 +170,21 @@ def _emit_reduce_inline(op, ctx) -> None:
             ctx.line(f"for {iv[a]} in range({x}.shape[{a}]):")
             ctx.em.depth += 1
         ctx.line(f"{t} = {x}{xidx}")
-        ctx.line(f"{acc} = {_combine(op, acc, t, acc_dtype)}")
+        ctx.line(f"{acc} = {_combine(op, acc, t, acc_dtype, ctx)}")
         ctx.em.depth -= n_suffix
         if lead_reduced:
             prev = ctx.fresh("t")
             ctx.line(f"{prev} = {ov}{kidx}")
-            ctx.line(f"{ov}{kidx} = {_combine(op, prev, acc, out_dtype)}")
+            combined = _combine(op, prev, acc, out_dtype, ctx)
+            ctx.line(f"{ov}{kidx} = {_stored(ctx, combined, out_dtype)}")
         else:
-            ctx.line(f"{ov}{kidx} = {acc}")
+            ctx.line(f"{ov}{kidx} = {_stored(ctx, acc, out_dtype)}")
     else:
         prev = ctx.fresh("t")
         ctx.line(f"{t} = {x}{xidx}")
         ctx.line(f"{prev} = {ov}{kidx}")
-        ctx.line(f"{ov}{kidx} = {_combine(op, prev, t, out_dtype)}")
+        combined = _combine(op, prev, t, out_dtype, ctx)
+        ctx.line(f"{ov}{kidx} = {_stored(ctx, combined, out_dtype)}")
     ctx.em.depth -= lead
 
 
@@ -215,14 +231,19 @@ def _emit_argmax(op, ctx) -> None:
     ctx.line(f"{bi} = 0")
     ctx.line(f"for {k} in range(1, {length}):")
     with ctx.indent():
-        is_float = np.dtype(ctx.input_var(0).dtype).kind == "f"
-        if is_float:  # the first NaN is the answer (numpy)
+        kind = np.dtype(ctx.input_var(0).dtype).kind
+        if kind in "fc":  # the first NaN is the answer (numpy)
             ctx.line(f"if {best} != {best}:")
             with ctx.indent():
                 ctx.line("break")
         ctx.line(f"{v} = {reads(k)}")
-        nan = f" or {v} != {v}" if is_float else ""
-        ctx.line(f"if {v} {cmp} {best}{nan}:")
+        nan = f" or {v} != {v}" if kind in "fc" else ""
+        if kind == "c":  # lexicographic
+            less = ctx.helper("complex_lt", HELPER_REFS["complex_lt"])
+            better = f"{less}({best}, {v})" if cmp == ">" else f"{less}({v}, {best})"
+        else:
+            better = f"{v} {cmp} {best}"
+        ctx.line(f"if {better}{nan}:")
         with ctx.indent():
             ctx.line(f"{best} = {v}")
             ctx.line(f"{bi} = {k}")
@@ -243,7 +264,7 @@ def _emit_cumsum(op, ctx) -> None:
         ctx.line(f"{acc} = {literal(0, dtype)}")
         ctx.line(f"for {k} in range({x}.size):")
         with ctx.indent():
-            ctx.line(f"{acc} = {acc} + {np_dtype(dtype)}({flat}[{k}])")
+            ctx.line(f"{acc} = {_stored(ctx, f'{acc} + {np_dtype(dtype)}({flat}[{k}])', dtype)}")
             ctx.line(f"{out}[{k}] = {acc}")
         return
     out = ctx.alloc(0, "(" + "".join(f"{x}.shape[{d}], " for d in range(ndim)) + ")")
@@ -258,7 +279,7 @@ def _emit_cumsum(op, ctx) -> None:
     ctx.line(f"{t} = {np_dtype(dtype)}({x}[{idx}])")
     ctx.line(f"if {iv[a]} > 0:")
     with ctx.indent():
-        ctx.line(f"{t} = {t} + {out}[{prev}]")
+        ctx.line(f"{t} = {_stored(ctx, f'{t} + {out}[{prev}]', dtype)}")
     ctx.line(f"{out}[{idx}] = {t}")
     ctx.em.depth -= ndim
 

@@ -18,7 +18,7 @@ from verglas.cpu_backend.kernels import HELPER_REFS, register_helper
 from verglas.cpu_backend.parallel_for import call_on_pool, parallel_range
 from verglas.cpu_backend.threads import parallel_rows
 from verglas.cpu_backend.vmath import _as_float, _as_int
-from verglas.source import np_dtype
+from verglas.cpu_backend.dtypes import cast_expr
 from verglas.graph.basic import Constant
 from verglas.ops.elemwise import Elemwise
 from verglas.ops.reduce import Max, Min, Sum
@@ -70,8 +70,11 @@ def start_order_reduction(ctx, op, dtype: str, acc: str) -> tuple:
     key, value = (ctx.helper(f"{f.py_func.__name__}_", f) for f in _ORDER[dtype])
     nan = ctx.fresh("nan")
     ctx.line(f"{nan} = False")
-    bits = np.iinfo("int32" if dtype == "float32" else "int64")
-    ctx.line(f"{acc} = np.{bits.dtype}({bits.min if isinstance(op, Max) else bits.max})")
+    # start from the key of -inf (max) or +inf (min): an empty row gives the identity
+    start = np.asarray(-np.inf if isinstance(op, Max) else np.inf, dtype)
+    bits = start.view("int32" if dtype == "float32" else "int64")
+    k = int(bits) if bits >= 0 else int(bits ^ np.iinfo(bits.dtype).max)
+    ctx.line(f"{acc} = np.{bits.dtype}({k})")
     return nan, key, value, "max" if isinstance(op, Max) else "min"
 
 
@@ -297,7 +300,7 @@ def emit_row_group(contexts) -> None:
         if _is_reduce(node.op):
             x = ctx.inp(0)
             cols = f"{x}.shape[1]" if step.inputs[0] not in local else None
-            if isinstance(node.op, (Max, Min)):
+            if not node.op.has_identity:
                 ctx.line(f"if {cols or cols_of[step.inputs[0]]} == 0:")
                 with ctx.indent():
                     ctx.raise_("ValueError", f"{node.op}: zero-size array to a reduction that "
@@ -370,7 +373,7 @@ def emit_row_group(contexts) -> None:
     def reduce_update(state, t):
         ctx, acc, order = state
         if order is None:
-            ctx.line(f"{acc} = {_combine(ctx.node.op, acc, t, ctx.node.outputs[0].dtype)}")
+            ctx.line(f"{acc} = {_combine(ctx.node.op, acc, t, ctx.node.outputs[0].dtype, ctx)}")
             return
         order_update(ctx, order, acc, t)
 
@@ -378,11 +381,13 @@ def emit_row_group(contexts) -> None:
         ctx, acc, order = state
         if order is not None:
             ctx.line(f"{acc} = {order_result(order, acc)}")
+        out_dtype = ctx.node.outputs[0].dtype
         if ctx.step.outputs[0] in local:
-            ctx.line(f"{ctx.out(0)} = {np_dtype(ctx.node.outputs[0].dtype)}({acc})")
+            ctx.line(f"{ctx.out(0)} = {cast_expr(acc, out_dtype, ctx.src)}")
         else:
             index = f"[{r}, 0]" if ctx.node.op.keepdims else f"[{r}]"
-            ctx.line(f"{ctx.out(0)}{index} = {acc}")
+            value = cast_expr(acc, out_dtype, ctx.src) if out_dtype == "float16" else acc
+            ctx.line(f"{ctx.out(0)}{index} = {value}")
 
     if not parallel:
         for line in scratch_lines:

@@ -18,14 +18,16 @@ import numpy as np
 
 from verglas.cpu_backend import cache
 from verglas.cpu_backend.codegen import generate
+from verglas.cpu_backend.dtypes import STORED_AS, from_storage, storage_dtype, to_storage
 from verglas.cpu_backend.kernels import RuntimeBroadcast
 from verglas.cpu_backend.parallel_for import launch
 
 __all__ = ["CPURunner", "build_runner", "JIT_OPTIONS", "NO_WORKSPACE", "keep_workspace"]
 
 # NaN/Inf semantics must hold, so no 'nnan'/'ninf'; reassociation lets reductions vectorize.
-JIT_OPTIONS = dict(nogil=True, error_model="numpy",
-                   fastmath={"nsz", "arcp", "contract", "reassoc"})
+# No 'arcp' either: x / y as x * (1 / y) is not numpy's quotient (1 / y overflows for a
+# subnormal y, and floor(49.0 / 7.0) may become 6); nor 'nsz': 0.0 - x is not -x for x = 0.
+JIT_OPTIONS = dict(nogil=True, error_model="numpy", fastmath={"contract", "reassoc"})
 
 _lock = threading.Lock()
 _general_lock = threading.RLock()
@@ -42,7 +44,7 @@ def _program_options(parallel: bool, **extra) -> dict:
         launch()
     return dict(extra, **JIT_OPTIONS)
 
-HEADER = ("import math\n\nimport numba\nimport numpy as np\n\n"
+HEADER = ("import cmath\nimport math\n\nimport numba\nimport numpy as np\n\n"
           "from verglas.cpu_backend.kernels import RuntimeBroadcast\n\n")
 
 
@@ -71,11 +73,14 @@ def build_runner(program_of, key: str | None, inputs: list[tuple[str, int]]):
 
 
 def _settings_tag() -> str:
-    """What of the generated code the graph does not decide: the workspace switch and the
-    vector width (numba's own cache would not tell programs built with another apart)."""
+    """What of the generated code the graph does not decide: the workspace switch, the
+    vector width and whether row loops run on threads (numba's own cache would not tell
+    programs built with another apart)."""
     from verglas.cpu_backend import codegen, intrinsics
+    from verglas.cpu_backend.threads import parallel_rows
 
-    return f"-w{intrinsics.PREFERRED_VECTOR_WIDTH or 0}{'' if codegen.WORKSPACE else '-nows'}"
+    return (f"-w{intrinsics.PREFERRED_VECTOR_WIDTH or 0}{'' if codegen.WORKSPACE else '-nows'}"
+            f"{'' if parallel_rows() else '-serial'}")
 
 
 def _build(program_of, key: str | None, inputs, specialized: bool):
@@ -83,16 +88,18 @@ def _build(program_of, key: str | None, inputs, specialized: bool):
         runner = _load_runner(program_of, key, inputs)
         if runner is not None:
             return runner
-    src = generate(program_of(), specialized=specialized)
+    program = program_of()
+    src = generate(program, specialized=specialized)
+    outputs = [program.buffers[b].dtype for b in program.outputs]
     text = _module_text(src)
     if key is None:
         namespace = dict(src.globals)
-        namespace.update(math=__import__("math"), np=np)
+        namespace.update(math=__import__("math"), cmath=__import__("cmath"), np=np)
         exec(compile(text, f"<verglas program {id(src):x}>", "exec"), namespace)
         _jit_functions(namespace, src.jit_names, _CALLEE_OPTIONS)
         jitted = numba.njit(**_program_options(src.parallel))(namespace[src.name])
         return CPURunner(inputs, jitted, src.arg_constants, text, src.packing, program_of,
-                         src.workspace, src.bare)
+                         src.workspace, src.bare, outputs)
     directory = cache.entry_dir("cpu", key)
     path = directory / "program.py"
     globals_path = directory / "globals.pkl"
@@ -106,10 +113,11 @@ def _build(program_of, key: str | None, inputs, specialized: bool):
         cache.store_pickle(directory / "runner.pkl", {
             "name": src.name, "jit_names": list(src.jit_names),
             "arg_constants": list(src.arg_constants), "packing": list(src.packing),
-            "parallel": src.parallel, "workspace": src.workspace, "bare": src.bare})
+            "parallel": src.parallel, "workspace": src.workspace, "bare": src.bare,
+            "outputs": outputs})
     jitted = numba.njit(**_program_options(src.parallel, cache=True))(getattr(module, src.name))
     return CPURunner(inputs, jitted, src.arg_constants, text, src.packing, program_of,
-                     src.workspace, src.bare)
+                     src.workspace, src.bare, outputs)
 
 
 def _load_runner(program_of, key: str, inputs):
@@ -129,7 +137,8 @@ def _load_runner(program_of, key: str, inputs):
         _jit_functions(module.__dict__, meta["jit_names"], dict(cache=True, **_CALLEE_OPTIONS))
     jitted = numba.njit(**options)(getattr(module, meta["name"]))
     return CPURunner(inputs, jitted, meta["arg_constants"], path.read_text(), meta["packing"],
-                     program_of, meta.get("workspace", False), meta.get("bare", False))
+                     program_of, meta.get("workspace", False), meta.get("bare", False),
+                     meta.get("outputs"))
 
 
 def _jit_functions(namespace: dict, names, options: dict) -> None:
@@ -197,7 +206,7 @@ class CPURunner:
     retry_on = RuntimeBroadcast  # what a caller of `jitted` hands back to __call__
 
     def __init__(self, inputs, jitted, arg_constants, source: str, packing=(), program_of=None,
-                 workspace: bool = False, bare: bool = False):
+                 workspace: bool = False, bare: bool = False, outputs=None):
         self._program_of = program_of
         self.jitted = jitted
         self.arg_constants = tuple(arg_constants)
@@ -208,10 +217,16 @@ class CPURunner:
         self.direct = [k for k in range(len(inputs)) if k not in packed]
         self.workspace = workspace
         self.bare = bare  # the program returns its one output itself, not a tuple
+        self.outputs = list(outputs or [])  # the outputs' dtypes
+        # float16 inputs or outputs travel as float32 (see dtypes.py): converted in __call__
+        self.converts = any(d in STORED_AS for d in self.outputs) or any(
+            d in STORED_AS for d, _ in inputs)
         self.pool: list[np.ndarray] = []  # workspaces no call is using (list ops are atomic)
-        arg_types = [numba.typeof(np.empty((0,) * inputs[k][1], dtype=inputs[k][0]))
+        arg_types = [numba.typeof(np.empty((0,) * inputs[k][1],
+                                           dtype=storage_dtype(np.dtype(inputs[k][0]).name)))
                      for k in self.direct]
-        arg_types += [numba.typeof(np.empty(len(ks), dtype=d)) for d, ks in self.packing]
+        arg_types += [numba.typeof(np.empty(len(ks), dtype=storage_dtype(d)))
+                      for d, ks in self.packing]
         arg_types += [numba.typeof(c) for c in self.arg_constants]
         if workspace:
             arg_types.append(numba.typeof(NO_WORKSPACE))
@@ -231,24 +246,29 @@ class CPURunner:
 
     def arguments(self, args: list) -> list:
         """The jitted function's arguments for the program's inputs `args`."""
+        if self.converts:
+            args = [to_storage(a) for a in args]
         if not self.packing:
             return args
         out = [args[k] for k in self.direct]
-        out += [np.array([args[k] for k in ks], dtype=d) for d, ks in self.packing]
+        out += [np.array([args[k] for k in ks], dtype=storage_dtype(d)) for d, ks in self.packing]
         return out
 
     def __call__(self, args: list) -> list:
         try:
             if not self.workspace:
                 result = self.jitted(*self.arguments(args), *self.arg_constants)
-                return [result] if self.bare else list(result)
-            pool = self.pool
-            ws = pool.pop() if pool else NO_WORKSPACE
-            *result, ws, need = self.jitted(*self.arguments(args), *self.arg_constants, ws)
-            keep_workspace(pool, ws, need)
-            return result
+                result = [result] if self.bare else list(result)
+            else:
+                pool = self.pool
+                ws = pool.pop() if pool else NO_WORKSPACE
+                *result, ws, need = self.jitted(*self.arguments(args), *self.arg_constants, ws)
+                keep_workspace(pool, ws, need)
         except RuntimeBroadcast:
             return self.general_runner()(args)
+        if self.converts:
+            result = [from_storage(r, d) for r, d in zip(result, self.outputs)]
+        return result
 
     def general_runner(self) -> CPURunner:
         """The runner of the general program, built on first use (one thread builds it)."""

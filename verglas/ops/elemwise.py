@@ -291,9 +291,13 @@ def expand_dims(x, axis) -> Variable:
 
 
 def squeeze(x, axis=None) -> Variable:
-    """Drop length-1 axes (all statically known ones by default)."""
+    """Drop length-1 axes: `axis`, or by default every one (then every length must be static:
+    numpy's result would have a rank only known at run time)."""
     x = as_tensor(x)
     if axis is None:
+        if None in x.type.shape:
+            raise ValueError(f"squeeze: axis=None needs a static shape, got "
+                             f"{shape_str(x.type.shape)}: give the axes to drop")
         axis = tuple(i for i, s in enumerate(x.type.shape) if s == 1)
     axis = _normalize_axes(axis, x.ndim, "squeeze")
     for a in axis:
@@ -309,7 +313,11 @@ def elemwise(scalar_op: ScalarOp, *args) -> Variable | list:
     array operands give them."""
     if all(isinstance(a, Variable) for a in args):
         return Elemwise(scalar_op)(*args)
-    tensor_dtypes = [np.dtype(a.dtype) for a in args if isinstance(a, Variable)]
+    # arrays (numpy's, lists) are strong operands like variables: they type the weak scalars
+    args = [a if isinstance(a, Variable) or is_python_scalar(a) else as_tensor(a) for a in args]
+    typing = scalar_op.typing_inputs
+    tensor_dtypes = [np.dtype(a.dtype) for k, a in enumerate(args) if isinstance(a, Variable)
+                     and (typing is None or k in typing)]
     loop = _loop_dtypes(scalar_op, args) if tensor_dtypes else None
     converted = []
     for k, a in enumerate(args):

@@ -18,7 +18,8 @@ import numpy as np
 
 from verglas.graph.basic import Apply, Constant, Variable
 from verglas.graph.op import Op
-from verglas.ops.elemwise import _weak_scalar, broadcast_static_shape, shape_str, sum_to
+from verglas.ops.elemwise import (_weak_scalar, broadcast_static_shape, dimshuffle, shape_str,
+                                   sum_to)
 from verglas.ops.variable import as_tensor, constant, is_python_scalar
 
 __all__ = ["Subtensor", "AdvancedSubtensor", "IncSubtensor", "AdvancedIncSubtensor", "getitem",
@@ -381,6 +382,8 @@ class _IncBase(Op):
         x, v = as_tensor(x), as_tensor(v)
         index = [as_tensor(i) for i in index]
         target = self.getter(self.idx_list).make_node(x, *index).outputs[0].type.shape
+        if not self.set_instead_of_inc and not np.can_cast(v.dtype, x.dtype, "same_kind"):
+            raise TypeError(f"{self}: cannot add a value of dtype {v.dtype} into {x.dtype}")
         if v.ndim > len(target):
             raise ValueError(f"{self}: value of shape {shape_str(v.type.shape)} has more "
                              f"dimensions than the indexed shape {shape_str(target)}")
@@ -388,8 +391,6 @@ class _IncBase(Op):
             if d is not None and d != 1 and t is not None and d != t:
                 raise ValueError(f"{self}: value of shape {shape_str(v.type.shape)} cannot "
                                  f"broadcast to the indexed shape {shape_str(target)}")
-        if not self.set_instead_of_inc and not np.can_cast(v.dtype, x.dtype, "same_kind"):
-            raise TypeError(f"{self}: cannot add a value of dtype {v.dtype} into {x.dtype}")
         return Apply(self, [x, v, *index], [x.type])
 
     def infer_shape(self, fgraph, node, input_shapes):
@@ -568,10 +569,28 @@ def _update(x_idx, v, set_instead_of_inc: bool, name: str) -> Variable:
         raise TypeError(f"{name}: the first argument must be an indexed variable x[idx], "
                         f"got {x_idx!r}")
     x, *values = owner.inputs
-    if is_python_scalar(v):  # Python scalars are weak (NEP 50)
+    if is_python_scalar(v) and set_instead_of_inc:  # converted as numpy's x[idx] = v does
+        v = constant(_setitem_value(v, x.dtype))
+    elif is_python_scalar(v):  # x[idx] += v: a weak scalar (NEP 50)
         v = constant(_weak_scalar(v, [np.dtype(x.dtype)]))
+    v = as_tensor(v)
+    extra = v.ndim - x_idx.ndim
+    # x[i, j] = v (an int per axis) stores one element
+    element = len(owner.op.idx_list) == x.ndim and all(e == "int" for e in owner.op.idx_list)
+    if set_instead_of_inc and extra > 0 and not element and all(
+            d == 1 for d in v.type.shape[:extra]):
+        # numpy's x[idx] = v drops leading length-1 axes of v (x[idx] += v does not)
+        v = dimshuffle(v, list(range(extra, v.ndim)))
     cls = IncSubtensor if isinstance(owner.op, Subtensor) else AdvancedIncSubtensor
-    return cls(owner.op.idx_list, set_instead_of_inc)(x, as_tensor(v), *values)
+    return cls(owner.op.idx_list, set_instead_of_inc)(x, v, *values)
+
+
+def _setitem_value(v, dtype) -> np.ndarray:
+    """The Python scalar `v` as numpy stores it into an array of `dtype` (an int out of an
+    integer dtype's range raises OverflowError; anything to bool is its truth)."""
+    out = np.empty((), dtype)
+    out[()] = v  # numpy's own errors: OverflowError, ValueError for NaN into an integer
+    return out
 
 
 def set_subtensor(x_idx, v) -> Variable:

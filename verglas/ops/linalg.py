@@ -112,7 +112,10 @@ def dot(a, b) -> Variable:
     _check_contracted("dot", a, b, a.type.shape[-1], b.type.shape[-2])
     # b (j..., k, m) -> (k, j... * m); then a @ that, and unflatten the trailing axes
     order = [b.ndim - 2] + [d for d in range(b.ndim) if d != b.ndim - 2]
-    b2 = reshape(dimshuffle(b, order), (shape_i(b, b.ndim - 2), -1))
+    rest = shape_i(b, order[1])  # the other lengths' product (not -1: k may be 0)
+    for d in order[2:]:
+        rest = rest * shape_i(b, d)
+    b2 = reshape(dimshuffle(b, order), (shape_i(b, b.ndim - 2), rest))
     out = matmul(a, b2)
     dims = [shape_i(a, d) for d in range(a.ndim - 1)] + \
         [shape_i(b, d) for d in range(b.ndim) if d != b.ndim - 2]

@@ -9,14 +9,14 @@ import numpy as np
 from verglas.graph.basic import Variable
 from verglas.ops import scalar as s
 from verglas.ops.elemwise import elemwise
-from verglas.ops.variable import as_tensor
+from verglas.ops.variable import as_tensor, is_python_scalar
 
 __all__ = [
     "add", "sub", "mul", "true_divide", "divide", "floor_divide", "mod", "power", "neg", "abs",
     "sign", "exp", "log", "log1p", "expm1", "sqrt", "sqr", "sin", "cos", "tan", "tanh",
     "sigmoid", "softplus", "erf", "floor", "ceil", "reciprocal", "maximum", "minimum", "where",
     "clip", "isnan", "isinf", "eq", "neq", "lt", "le", "gt", "ge", "bitwise_and", "bitwise_or",
-    "bitwise_xor", "invert", "logical_and", "logical_or", "logical_not", "cast", "second",
+    "bitwise_xor", "left_shift", "right_shift", "invert", "real", "imag", "conj", "logical_and", "logical_or", "logical_not", "cast", "second",
     "zeros_like", "ones_like", "full_like", "identity",
 ]
 
@@ -50,6 +50,7 @@ floor_divide, mod, power = _binary(s.FloorDiv), _binary(s.Mod), _binary(s.Pow)
 maximum, minimum = _binary(s.Maximum), _binary(s.Minimum)
 eq, neq, lt, le, gt, ge = (_binary(c) for c in (s.Eq, s.Neq, s.Lt, s.Le, s.Gt, s.Ge))
 bitwise_and, bitwise_or, bitwise_xor = _binary(s.And), _binary(s.Or), _binary(s.Xor)
+left_shift, right_shift = _binary(s.LeftShift), _binary(s.RightShift)
 neg, abs, sign = _unary(s.Neg), _unary(s.Abs), _unary(s.Sign)
 exp, log, log1p, expm1 = _unary(s.Exp), _unary(s.Log), _unary(s.Log1p), _unary(s.Expm1)
 sqrt, sqr, reciprocal = _unary(s.Sqrt), _unary(s.Sqr), _unary(s.Reciprocal)
@@ -58,6 +59,7 @@ sigmoid, softplus, erf = _unary(s.Sigmoid), _unary(s.Softplus), _unary(s.Erf)
 floor, ceil = _unary(s.Floor), _unary(s.Ceil)
 isnan, isinf, invert = _unary(s.Isnan), _unary(s.Isinf), _unary(s.Invert)
 identity = _unary(s.Identity)
+real, imag, conj = _unary(s.Real), _unary(s.Imag), _unary(s.Conj)
 for _name in __all__:
     _f = globals().get(_name)
     if callable(_f) and getattr(_f, "__name__", "") == "f":
@@ -91,6 +93,8 @@ def cast(x, dtype):
 
 def where(cond, x, y):
     """Elements of `x` where `cond` holds, else of `y` (broadcast)."""
+    if is_python_scalar(cond):  # only its truth matters (2**64 is a valid condition)
+        cond = bool(cond)
     cond = as_tensor(cond)  # never a weak scalar: a Python bool stays a bool
     if cond.dtype != "bool":
         cond = neq(cond, 0)
@@ -98,12 +102,27 @@ def where(cond, x, y):
 
 
 def clip(x, lo, hi):
-    """Limit `x` to [lo, hi] (None for no bound)."""
-    if lo is not None:
+    """Limit `x` to [lo, hi] (None for no bound). As numpy: a Python int bound beyond what an
+    integer `x` holds bounds nothing on the side it lies (clip(uint8, -5, 300) changes
+    nothing) and raises OverflowError on the other."""
+    x = as_tensor(x)
+    if np.dtype(x.dtype).kind in "iu":
+        info = np.iinfo(x.dtype)
+        if _is_int_scalar(lo) and lo < info.min:
+            lo = None
+        if _is_int_scalar(hi) and hi > info.max:
+            hi = None
+    if lo is not None and hi is not None:
+        return elemwise(_op(s.Clip), x, lo, hi)
+    if lo is not None:  # one bound: numpy's maximum / minimum (a tie gives the bound)
         x = maximum(x, lo)
     if hi is not None:
         x = minimum(x, hi)
     return x
+
+
+def _is_int_scalar(v) -> bool:
+    return is_python_scalar(v) and isinstance(v, int) and not isinstance(v, bool)
 
 
 def second(x, y):

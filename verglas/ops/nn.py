@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from verglas.graph.basic import Variable
 from verglas.ops import math as m
-from verglas.ops.reduce import max as vmax
+from verglas.ops.reduce import Max
 from verglas.ops.reduce import normalize_axis
 from verglas.ops.reduce import sum as vsum
 from verglas.ops.variable import as_tensor
@@ -20,8 +20,9 @@ def _float(x):
 
 def _shift(x, axes):
     """The per-slice maximum, replaced by 0 where it is not finite (as scipy's logsumexp):
-    all -inf stays -inf rather than becoming nan."""
-    top = vmax(x, axes, keepdims=True)
+    all -inf stays -inf rather than becoming nan; an empty slice gives 0 too (so its
+    logsumexp is log(0) = -inf)."""
+    top = Max(axes, keepdims=True, empty_ok=True)(x)
     return m.where(m.isinf(top), 0, top)
 
 

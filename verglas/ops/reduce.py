@@ -95,6 +95,11 @@ class Reduce(Op):
             return [tuple(one if a in self.axis else s for a, s in enumerate(shape))]
         return [tuple(s for a, s in enumerate(shape) if a not in self.axis)]
 
+    def with_axes(self, axis, keepdims: bool) -> Reduce:
+        """This reduction over other axes (its other properties kept)."""
+        extra = {p: getattr(self, p) for p in self.__props__ if p not in ("axis", "keepdims")}
+        return type(self)(axis, keepdims, **extra)
+
     def _keep(self, var):
         """`var` (an output-shaped value) with the reduced axes put back as length 1."""
         return var if self.keepdims else expand_dims(var, self.axis)
@@ -159,7 +164,43 @@ class Prod(Reduce):
 
 
 class _Extremum(Reduce):
-    has_identity = False
+    """numpy's max/min: an empty axis raises ValueError, unless `empty_ok`: then its result is
+    the identity (-inf for max, +inf for min, the dtype's extreme for integers), as numpy's
+    `initial=`. The softmax family's shift uses that, so an empty axis gives an empty softmax
+    and a -inf logsumexp."""
+
+    __props__ = ("axis", "keepdims", "empty_ok")
+
+    def __init__(self, axis: tuple[int, ...], keepdims: bool = False, empty_ok: bool = False):
+        super().__init__(axis, keepdims)
+        self.empty_ok = bool(empty_ok)
+
+    @property
+    def has_identity(self) -> bool:
+        return self.empty_ok
+
+    def __repr__(self):
+        extra = (", keepdims" if self.keepdims else "") + (", empty_ok" if self.empty_ok else "")
+        return f"{type(self).__name__}{{axis={self.axis}{extra}}}"
+
+    def perform(self, node, inputs, outputs):
+        (x,) = inputs
+        if not self.empty_ok:
+            return super().perform(node, inputs, outputs)
+        out = self.ufunc.reduce(x, axis=self.axis, keepdims=self.keepdims,
+                                initial=self.identity(x.dtype))
+        outputs[0][0] = np.asarray(out, dtype=node.outputs[0].dtype)
+
+    def identity(self, dtype):
+        """The value of an empty reduction with `empty_ok`."""
+        dtype = np.dtype(dtype)
+        largest = self.ufunc is np.minimum
+        if dtype.kind == "f":
+            return np.inf if largest else -np.inf
+        if dtype.kind == "b":
+            return largest
+        info = np.iinfo(dtype)
+        return info.max if largest else info.min
 
     def L_op(self, inputs, outputs, output_grads):
         from verglas.ops import math as m
@@ -399,6 +440,10 @@ def var(x, axis=None, keepdims: bool = False) -> Variable:
     axes = normalize_axis(axis, x.ndim, "var")
     xf = x if _is_float(x.dtype) else x.astype("float64")
     centered = xf - mean(xf, axes, keepdims=True)
+    if np.dtype(xf.dtype).kind == "c":  # |x - mean|**2 = re**2 + im**2, a real variance
+        from verglas.ops.math import imag, real
+
+        return mean(sqr(real(centered)) + sqr(imag(centered)), axes, keepdims)
     return mean(sqr(centered), axes, keepdims)
 
 

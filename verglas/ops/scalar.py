@@ -31,6 +31,7 @@ class ScalarOp(Op):
     associative = False
     comparison = False  # numpy compares out-of-range Python ints exactly instead of overflowing
     ufunc = None  # the numpy ufunc with these semantics: it types weak Python scalars (NEP 50)
+    typing_inputs = None  # positions of the inputs that type weak Python scalars (None: all)
 
     op_name: str = ""
     impl_expr: str | None = None  # set when `impl` is one expression over x, y, z
@@ -194,8 +195,14 @@ def _sigmoid_impl(x):
     return e / (1.0 + e)
 
 
+def _real_only(name, x):
+    if np.asarray(x).dtype.kind == "c":  # as scipy's expit and numpy's logaddexp
+        raise TypeError(f"{name}: not supported for complex input")
+
+
 def _np_sigmoid(x):
     x = np.asarray(x)
+    _real_only("sigmoid", x)
     dt = np.exp(np.zeros(1, x.dtype)).dtype
     xf = x.astype(dt)
     with np.errstate(over="ignore"):
@@ -211,12 +218,14 @@ def _softplus_impl(x):
 
 def _np_softplus(x):
     x = np.asarray(x)
+    _real_only("softplus", x)
     dt = np.exp(np.zeros(1, x.dtype)).dtype
     return np.logaddexp(np.zeros((), dt), x.astype(dt)).astype(dt)
 
 
 def _np_erf_typed(x):
     x = np.asarray(x)
+    _real_only("erf", x)
     dt = np.exp(np.zeros(1, x.dtype)).dtype
     return np.asarray(_np_erf(x.astype(dt))).astype(dt)
 
@@ -260,8 +269,13 @@ def _rounding(name, nfunc, impl):
     return _register(cls)
 
 
-Floor = _rounding("floor", np.floor, "math.floor(x)")
-Ceil = _rounding("ceil", np.ceil, "math.ceil(x)")
+# math.floor returns an int: kept for the floats it holds exactly (|x| < 2**52, where it is
+# the answer), with x's sign (floor(-0.0) and ceil(-0.5) are -0.0); NaN, inf and larger
+# values are integers already
+_BIG = "4503599627370496.0"
+Floor = _rounding("floor", np.floor,
+                  f"(math.copysign(math.floor(x), x) if abs(x) < {_BIG} else x)")
+Ceil = _rounding("ceil", np.ceil, f"(math.copysign(math.ceil(x), x) if abs(x) < {_BIG} else x)")
 
 
 def _predicate(name, nfunc, impl):
@@ -279,6 +293,10 @@ def _predicate(name, nfunc, impl):
 Isnan = _predicate("isnan", np.isnan, "x != x")
 Isinf = _predicate("isinf", np.isinf, "(x == math.inf or x == -math.inf)")
 Invert = _predicate("invert", np.invert, "~x")
+# complex parts (a real input is its own real part, with a zero imaginary part)
+Real = _predicate("real", np.real, "x.real")
+Imag = _predicate("imag", np.imag, "x.imag")
+Conj = _predicate("conj", np.conjugate, "x.conjugate()")
 
 
 @_register
@@ -390,22 +408,6 @@ def _minimum_grad(m, x, y, z, g):
     return g * wx, g * (1 - wx)
 
 
-def _float_max(x, y):
-    if x != x:
-        return x
-    if y != y:
-        return y
-    return x if x >= y else y
-
-
-def _float_min(x, y):
-    if x != x:
-        return x
-    if y != y:
-        return y
-    return x if x <= y else y
-
-
 Add = _binary("add", _np_add, "x + y", lambda m, x, y, z, g: (g, g), "+", True, True,
               ufunc=np.add)
 Sub = _binary("sub", np.subtract, "x - y", lambda m, x, y, z, g: (g, -g), "-")
@@ -417,8 +419,12 @@ FloorDiv = _binary("floor_div", np.floor_divide, "x // y", None, "//")
 Mod = _binary("mod", np.remainder, "x % y",
               lambda m, x, y, z, g: (g, -g * m.floor_divide(x, y)), "%")
 Pow = _binary("pow", _np_pow, _pow_impl, _pow_grad, "**", ufunc=np.power)
-Maximum = _binary("maximum", np.maximum, _float_max, _maximum_grad, "", True, True)
-Minimum = _binary("minimum", np.minimum, _float_min, _minimum_grad, "", True, True)
+# numpy's maximum/minimum: NaN propagates, and a tie gives the second operand (maximum(-0.0,
+# 0.0) is 0.0, maximum(0.0, -0.0) is -0.0)
+Maximum = _binary("maximum", np.maximum, "(x if (x > y or x != x) else y)", _maximum_grad, "",
+                  True, True)
+Minimum = _binary("minimum", np.minimum, "(x if (x < y or x != x) else y)", _minimum_grad, "",
+                  True, True)
 Lt = _binary("lt", np.less, "x < y", None, "<", comparison=True)
 Le = _binary("le", np.less_equal, "x <= y", None, "<=", comparison=True)
 Gt = _binary("gt", np.greater, "x > y", None, ">", comparison=True)
@@ -428,6 +434,13 @@ Neq = _binary("neq", np.not_equal, "x != y", None, "!=", True, comparison=True)
 And = _binary("and_", np.bitwise_and, "x & y", None, "&", True, True)
 Or = _binary("or_", np.bitwise_or, "x | y", None, "|", True, True)
 Xor = _binary("xor", np.bitwise_xor, "x ^ y", None, "^", True, True)
+# numpy shifts by the amount as unsigned: a shift by the bit width or more (or by a negative
+# amount) gives 0, or -1 for negative values shifted right (LLVM's shl/ashr give poison there)
+LeftShift = _binary("left_shift", np.left_shift, "((x << y) if y >= 0 and y < 64 else 0)",
+                    None, "<<", ufunc=np.left_shift)
+RightShift = _binary("right_shift", np.right_shift,
+                     "((x >> y) if y >= 0 and y < 64 else (-1 if x < 0 else 0))", None, ">>",
+                     ufunc=np.right_shift)
 
 
 # -- ternary -------------------------------------------------------------------------------------
@@ -436,6 +449,7 @@ class Switch(ScalarOp):
     """where(cond, a, b)."""
 
     nin = 3
+    typing_inputs = (1, 2)  # the condition's bool does not type a weak branch value
 
     impl_expr = "(y if x else z)"
     impl = staticmethod(impl_from_expr(impl_expr, 3))
@@ -452,6 +466,35 @@ class Switch(ScalarOp):
         (g,) = gz
         zero = m.zeros_like(g)
         return [None, _float_like(m.where(c, g, zero), a), _float_like(m.where(c, zero, g), b)]
+
+
+def _clip_lower(x, y):
+    return f"({y} if ({x} < {y} or {y} != {y}) else {x})"
+
+
+@_register
+class Clip(ScalarOp):
+    """numpy's clip with both bounds: x limited to [lo, hi]; NaN anywhere gives NaN and a
+    tie keeps x (clip(-0.0, 0.0, 1.0) is -0.0), unlike maximum then minimum."""
+
+    nin = 3
+    impl_expr = f"(z if ({_clip_lower('x', 'y')} > z or z != z) else {_clip_lower('x', 'y')})"
+    impl = staticmethod(impl_from_expr(impl_expr, 3))
+    ufunc = getattr(getattr(np, "_core", np.core), "umath").clip
+
+    def nfunc(self, x, lo, hi):
+        return np.clip(x, lo, hi)
+
+    def grad(self, inputs, outputs, gz):
+        m = _tensor_funcs()
+        x, lo, hi = inputs
+        (g,) = gz
+        zero = m.zeros_like(g)
+        below, above = m.lt(x, lo), m.gt(m.maximum(x, lo), hi)
+        inside = m.logical_not(m.logical_or(below, above))
+        return [_float_like(m.where(inside, g, zero), x),
+                _float_like(m.where(m.logical_and(below, m.logical_not(above)), g, zero), lo),
+                _float_like(m.where(above, g, zero), hi)]
 
 
 @_register

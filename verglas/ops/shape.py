@@ -385,9 +385,10 @@ def full(shape, fill_value, dtype=None) -> Variable:
         value = as_tensor(fill_value)
         dtype = value.dtype if dtype is None else np.dtype(dtype).name
         return alloc(cast(value, dtype), shape)
-    if dtype is None:  # Python ints are int64, as numpy on 64-bit Linux
+    if dtype is None:  # Python ints are int64 (where it holds them), as numpy on 64-bit Linux
         is_int = isinstance(fill_value, int) and not isinstance(fill_value, bool)
-        dtype = _INT if is_int else np.asarray(fill_value).dtype
+        dtype = _INT if is_int and -2**63 <= fill_value < 2**63 else \
+            np.asarray(fill_value).dtype
     return alloc(constant(np.asarray(fill_value, dtype=dtype)), shape)
 
 

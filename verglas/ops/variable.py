@@ -61,6 +61,10 @@ class TensorVariable(Variable):
     def __ror__(self, other): return _m().bitwise_or(other, self)
     def __xor__(self, other): return _m().bitwise_xor(self, other)
     def __rxor__(self, other): return _m().bitwise_xor(other, self)
+    def __lshift__(self, other): return _m().left_shift(self, other)
+    def __rlshift__(self, other): return _m().left_shift(other, self)
+    def __rshift__(self, other): return _m().right_shift(self, other)
+    def __rrshift__(self, other): return _m().right_shift(other, self)
     # comparisons (== and != stay identity: variables are dict keys; use vg.eq / vg.neq)
     def __lt__(self, other): return _m().lt(self, other)
     def __le__(self, other): return _m().le(self, other)
@@ -163,15 +167,15 @@ def is_python_scalar(x) -> bool:
 
 
 def constant(value, dtype=None, name: str | None = None) -> TensorConstant:
-    """A constant array (Python floats default to float64, ints to int64)."""
+    """A constant array (Python floats default to float64, ints to int64 where it holds them)."""
     if isinstance(value, Variable):
         raise TypeError(f"constant: {value!r} is already symbolic")
     arr = np.asarray(value, dtype=dtype)
     if arr.dtype == object:
         raise TypeError(f"constant: cannot make an array of {value!r}")
     if dtype is None and is_python_scalar(value) and isinstance(value, int) \
-            and not isinstance(value, bool):
-        arr = np.asarray(value, dtype="int64")
+            and not isinstance(value, bool) and -2**63 <= value < 2**63:
+        arr = np.asarray(value, dtype="int64")  # (numpy's own choice beyond: uint64)
     return TensorConstant(TensorType(arr.dtype, arr.shape), arr, name)
 
 

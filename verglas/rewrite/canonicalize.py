@@ -18,8 +18,11 @@ IEEE semantics decide what may fire, signed zeros included:
   below ~-745 / ~-103) x is the exact answer the original could not represent. JAX/XLA and
   PyTensor make the same choice: a rewrite may make a result more accurate, never less.
 - x**0.5 -> sqrt(x) is exact: numpy's power special-cases 0.5 the same way (NaN at -inf).
-The stable softmax / logsumexp recognitions are tagged "symbolic_op_recognition" (inner-graph
-optimization leaves them out).
+- x / c -> x * (1/c) only where 1/c is exact (c a power of two): otherwise x * (1/c) is
+  not numpy's correctly rounded quotient (6.0 * (1/3) is 1.9999999999999998, whose floor
+  is 1).
+The stable softmax / logsumexp forms replace the naive ones in every compiled mode and inside
+inner graphs alike, so an expression's numerics do not depend on where it sits.
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ __all__ = [
 
 CHEAP = ("fast_run", "fast_compile")
 RUN = ("fast_run",)
-RECOGNITION = ("fast_run", "symbolic_op_recognition")
+STABILIZE = ("fast_run", "fast_compile", "stabilize")
 
 _COMMUTATIVE = (s.Add, s.Mul, s.Maximum, s.Minimum, s.Eq, s.Neq, s.And, s.Or, s.Xor)
 _ASSOCIATIVE = (s.Add, s.Mul, s.Maximum, s.Minimum, s.And, s.Or, s.Xor)
@@ -240,7 +243,8 @@ def sub_constant_to_add(fgraph, node):
 
 @_rule(Elemwise, scalar_tracks=(s.TrueDiv,), tags=RUN)
 def div_constant_to_mul(fgraph, node):
-    """x / c -> x * (1/c) for a float constant c whose reciprocal is finite and normal."""
+    """x / c -> x * (1/c) for a float constant c whose reciprocal is exact, finite and normal
+    (a power of two)."""
     x, c = node.inputs
     out = node.outputs[0]
     if not is_constant(c) or is_constant(x) or out.dtype.startswith("complex") \
@@ -251,6 +255,8 @@ def div_constant_to_mul(fgraph, node):
         inv = np.divide(np.ones((), out.dtype), value)
     tiny = np.finfo(out.dtype).tiny
     if not np.all(np.isfinite(inv)) or not np.all(np.abs(inv) >= tiny):
+        return None
+    if not np.all(np.frexp(value)[0] == np.where(value < 0, -0.5, 0.5)):  # a power of two
         return None
     return first(same_as(out, m.mul(x, const_like(inv, out.dtype, out.ndim))))
 
@@ -542,7 +548,7 @@ def _is_shifted(x: Variable) -> bool:
 
 def _stable_shift(x: Variable, axes: tuple) -> Variable:
     """The maximum of x over `axes` (kept as length 1), 0 where it is not finite."""
-    top = Max(axes, True)(x)
+    top = Max(axes, True, empty_ok=True)(x)
     zero = const_like(0, x.dtype, x.ndim)
     return m.where(m.isinf(top), zero, top)
 
@@ -559,7 +565,7 @@ def _sum_of_exp(var: Variable):
     return None
 
 
-@_rule(Elemwise, scalar_tracks=(s.TrueDiv,), tags=RECOGNITION)
+@_rule(Elemwise, scalar_tracks=(s.TrueDiv,), tags=STABILIZE)
 def softmax_stable(fgraph, node):
     """exp(x) / sum(exp(x), axis, keepdims) -> the same after subtracting max(x, axis)."""
     num, den = node.inputs
@@ -576,7 +582,7 @@ def softmax_stable(fgraph, node):
     return first(same_as(node.outputs[0], m.true_divide(stable, Sum(axes, True)(stable))))
 
 
-@_rule(Elemwise, scalar_tracks=(s.Log,), tags=RECOGNITION)
+@_rule(Elemwise, scalar_tracks=(s.Log,), tags=STABILIZE)
 def logsumexp_stable(fgraph, node):
     """log(sum(exp(x), axis)) -> max + log(sum(exp(x - max), axis)): no overflow."""
     found = _sum_of_exp(node.inputs[0])

@@ -1,8 +1,8 @@
 """Inner graphs: optimize each OpFromGraph / Scan body once, and inline OpFromGraph(inline=True).
 
 `optimize_inner_graphs` (phase "optimize_inner_graphs") rewrites the inner graph of every
-distinct inner-graph op with the outer mode minus "symbolic_op_recognition" (a rule that folds
-a pattern into an inner-graph op would recreate that op inside its own body). Inplace stays:
+distinct inner-graph op with the outer mode, every rule included (the stabilizing ones too:
+an expression's numerics do not depend on whether it sits in a loop body). Inplace stays:
 the inner graph's inputs are protected like any graph's inputs, and a body with inplace nodes
 is frozen with `dedup_nodes=False`. Inner graphs are immutable values, so the result is a NEW
 op; every node applying the old op is moved onto it, and an op used N times is optimized once.
@@ -25,9 +25,6 @@ from verglas.rewrite.trace import Tracer
 
 __all__ = ["InnerGraphOptimizer", "inline_op_from_graph", "optimize_inner_graphs",
            "optimized_op"]
-
-INNER_EXCLUDED = ("symbolic_op_recognition",)
-
 
 def optimized_op(op, mode: Mode, tracer: Tracer | None = None):
     """`op` (an OpFromGraph or Scan) with its inner graph rewritten by `mode`'s pipeline: a new
@@ -56,7 +53,7 @@ class InnerGraphOptimizer(GraphRewriter):
 
     def apply(self, fgraph, run):
         tracer = run.tracer
-        mode = (tracer.mode or get_mode("fast_run")).excluding(*INNER_EXCLUDED)
+        mode = tracer.mode or get_mode("fast_run")
         replace = getattr(fgraph, "replace_all_validate", None) or fgraph.replace_all
         done: dict = {}  # old op -> new op: one optimization per distinct op
         t0 = time.perf_counter()

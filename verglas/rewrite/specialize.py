@@ -133,10 +133,10 @@ def reduce_length_one_axes(fgraph, node):
         return None
     rest = tuple(a for a in op.axis if a not in ones)
     if op.keepdims:
-        new = type(op)(rest, True)(x) if rest else _as_reduced(x, op)
+        new = op.with_axes(rest, True)(x) if rest else _as_reduced(x, op)
     else:
         kept = [a for a in range(x.ndim) if a not in ones]
         squeezed = DimShuffle(x.ndim, kept)(x)
         renumbered = tuple(kept.index(a) for a in rest)
-        new = type(op)(renumbered, False)(squeezed) if rest else _as_reduced(squeezed, op)
+        new = op.with_axes(renumbered, False)(squeezed) if rest else _as_reduced(squeezed, op)
     return first(same_as(node.outputs[0], new))

@@ -297,8 +297,10 @@ def _node_source(node, names, namer) -> str:
         return f"{args[0]} @ {args[1]}"
     if m == "transpose" and kw.get("spelling") == "T":
         return f"{args[0]}.T"
-    if m == "reshape" and kw.get("spelling") == "method":
-        return f"{args[0]}.reshape({kw['shape']!r})"
+    if m == "reshape":
+        if kw.get("spelling") == "method":
+            return f"{args[0]}.reshape({kw['shape']!r})"
+        return f"vg.reshape({args[0]}, {kw['shape']!r})"
     if m in ("concatenate", "stack"):
         return f"vg.{m}([{', '.join(args)}], axis={kw.get('axis', 0)!r})"
     if m == "const":

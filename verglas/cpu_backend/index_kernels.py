@@ -14,7 +14,7 @@ import numba
 import numpy as np
 
 from verglas.cpu_backend.dtypes import cast_expr
-from verglas.cpu_backend.kernels import _bdim, emit, register_helper
+from verglas.cpu_backend.kernels import _bdim, arith, emit, register_helper
 from verglas.ops.indexing import AdvancedIncSubtensor, AdvancedSubtensor, IncSubtensor, Subtensor
 
 __all__ = []
@@ -141,8 +141,11 @@ def _stored(ctx, op, target: str, val: str) -> str:
     rounded to half precision)."""
     x_dtype, v_dtype = ctx.input_var(0).dtype, ctx.input_var(1).dtype
     if not op.set_instead_of_inc:
-        val = f"{target} + {val}"
         v_dtype = np.result_type(x_dtype, v_dtype).name
+        if v_dtype == x_dtype:
+            val = arith(ctx, "+", target, cast_expr(val, x_dtype, ctx.src), x_dtype)
+        else:
+            val = f"{target} + {val}"
     if np.dtype(v_dtype).kind == "c" and np.dtype(x_dtype).kind != "c":
         val = f"({val}).real"
     if v_dtype == x_dtype and x_dtype != "float16":

@@ -16,8 +16,8 @@ import numba
 import numpy as np
 
 from verglas.cpu_backend.intrinsics import (c_view, empty_c, empty_expr, prefer_wide_vectors,
-                                             reshaped, scalars_at, ws_add, ws_carve,
-                                             ws_reserve, ws_take)
+                                             reshaped, scalars_at, wrap_add, wrap_mul, wrap_sub,
+                                             ws_add, ws_carve, ws_reserve, ws_take)
 from verglas.cpu_backend.dtypes import cast_expr, half_round, storage_dtype
 from verglas.cpu_backend.dtypes import literal as source_literal
 from verglas.source import tuple_expr
@@ -42,7 +42,8 @@ _SCALAR_REFS: dict = {}  # id(jitted scalar impl) -> ("scalar", op name, dtype)
 # intrinsics generated code calls, found again by name
 HELPER_REFS.update(scalars_at=scalars_at, c_view=c_view, empty_c=empty_c, ws_take=ws_take,
                    ws_add=ws_add, ws_reserve=ws_reserve, ws_carve=ws_carve,
-                   prefer_wide_vectors=prefer_wide_vectors, half_round=half_round)
+                   prefer_wide_vectors=prefer_wide_vectors, half_round=half_round,
+                   wrap_add=wrap_add, wrap_sub=wrap_sub, wrap_mul=wrap_mul)
 
 
 def register_helper(fn):
@@ -127,6 +128,12 @@ COMPLEX_IMPL = {
     "ge": "complex_le(y, x)", "maximum": "complex_maximum(x, y)",
     "minimum": "complex_minimum(x, y)", "clip": "complex_minimum(complex_maximum(x, y), z)",
     "true_div": "complex_divide(x, y)", "reciprocal": "complex_divide(1, x)",
+}
+# signed integers wrap around as numpy's do (numba's own +, -, * may not: see intrinsics), and
+# INT_MIN // -1 is INT_MIN (numba gives 0)
+SIGNED_IMPL = {
+    "add": "wrap_add(x, y)", "sub": "wrap_sub(x, y)", "mul": "wrap_mul(x, y)",
+    "neg": "wrap_sub(ZERO, x)", "floor_div": "(wrap_sub(ZERO, x) if y == -1 else x // y)",
 }
 # real arguments of the complex-part functions
 REAL_PARTS = {"real": "x", "conj": "x", "imag": "0"}
@@ -226,6 +233,22 @@ def loop_dtypes(sop, dtypes: tuple) -> tuple | None:
     return tuple(d.name for d in loop[:ufunc.nin])
 
 
+def arith(ctx, op: str, a: str, b: str, dtype: str) -> str:
+    """The expression `a op b` (op "+" or "*") computed in `dtype` with numpy's wraparound
+    (both sides already of `dtype`)."""
+    if np.dtype(dtype).kind == "i":
+        name = "wrap_add" if op == "+" else "wrap_mul"
+        return f"{ctx.helper(name, HELPER_REFS[name])}({a}, {b})"
+    return f"{a} {op} {b}"
+
+
+def _wrapping(ctx, expr: str, dtype: str) -> str:
+    """`expr` with its wrapping-arithmetic helpers registered and ZERO typed `dtype`."""
+    expr = re.sub(r"\bwrap_(add|sub|mul)\b",
+                  lambda m: ctx.helper(m.group(0), HELPER_REFS[m.group(0)]), expr)
+    return expr.replace("ZERO", literal(0, dtype, ctx))
+
+
 def _complex_helpers(ctx, expr: str) -> str:
     """`expr` with the complex helpers it names registered with the generated code."""
     return re.sub(r"\bcomplex_\w+", lambda m: ctx.helper(m.group(0), HELPER_REFS[m.group(0)]),
@@ -296,6 +319,10 @@ def scalar_expr(ctx, sop, args: list[str], arg_dtypes: list[str], out_dtypes) ->
         exact_type = True
     elif complex_args and sop.name in COMPLEX_IMPL:
         expr = _complex_helpers(ctx, _substitute(COMPLEX_IMPL[sop.name], args))
+    elif sop.name in SIGNED_IMPL and len(set(arg_dtypes)) == 1 and \
+            np.dtype(arg_dtypes[0]).kind == "i":
+        expr = _wrapping(ctx, _substitute(SIGNED_IMPL[sop.name], args), arg_dtypes[0])
+        exact_type = arg_dtypes[0] == out_dtype
     elif not complex_args and sop.name in REAL_PARTS:
         expr = _substitute(REAL_PARTS[sop.name], args)
     elif sop.name in FLOAT_IMPL and np.dtype(arg_dtypes[0]).kind == "f":
@@ -483,7 +510,7 @@ def _emit_elemwise_shared(op, ctx, arrays, sources, modes) -> None:
     contiguous = {i: ctx.is_contiguous(i) for i, _ in arrays}
     # (the op does not say its input dtypes: one clip may take a uint16 bound here, a float64
     # one there; the scalar groups of a kernel are typed by its first call site)
-    key = (op, tuple(v.type.dtype for v in node.inputs),
+    key = (op, tuple(v.type.dtype for v in node.inputs), ndim,
            tuple((i, tuple(modes[i]), contiguous[i]) for i, _ in arrays), tuple(sorted(sources)))
     entry = ctx.src.shared_kernels.get(key)
     if entry is None:

@@ -13,7 +13,7 @@ from verglas.cpu_backend.codegen import np_dtype
 from verglas.cpu_backend.dtypes import cast_expr
 from verglas.source import tuple_expr
 from verglas.cpu_backend.intrinsics import reshaped
-from verglas.cpu_backend.kernels import HELPER_REFS, KernelContext, emit, literal
+from verglas.cpu_backend.kernels import HELPER_REFS, KernelContext, arith, emit, literal
 from verglas.ops.reduce import All, Any, Argmax, Argmin, CumSum, Max, Min, Prod, Reduce, Sum
 
 __all__ = []
@@ -45,10 +45,11 @@ def _identity(op, dtype: str) -> str:
 def _combine(op, acc: str, v: str, dtype: str, ctx=None) -> str:
     """The expression of `acc` combined with the value named `v` (accumulating in `dtype`;
     complex extremes need `ctx`, to call their helper)."""
-    if isinstance(op, Sum):
-        return f"{acc} + {np_dtype(dtype)}({v})"
-    if isinstance(op, Prod):
-        return f"{acc} * {np_dtype(dtype)}({v})"
+    if isinstance(op, (Sum, Prod)):
+        value = f"{np_dtype(dtype)}({v})"
+        if ctx is None:
+            return f"{acc} {'+' if isinstance(op, Sum) else '*'} {value}"
+        return arith(ctx, "+" if isinstance(op, Sum) else "*", acc, value, dtype)
     if isinstance(op, Any):
         return f"{acc} or {v} != 0"
     if isinstance(op, All):
@@ -264,7 +265,8 @@ def _emit_cumsum(op, ctx) -> None:
         ctx.line(f"{acc} = {literal(0, dtype)}")
         ctx.line(f"for {k} in range({x}.size):")
         with ctx.indent():
-            ctx.line(f"{acc} = {_stored(ctx, f'{acc} + {np_dtype(dtype)}({flat}[{k}])', dtype)}")
+            total = arith(ctx, "+", acc, f"{np_dtype(dtype)}({flat}[{k}])", dtype)
+            ctx.line(f"{acc} = {_stored(ctx, total, dtype)}")
             ctx.line(f"{out}[{k}] = {acc}")
         return
     out = ctx.alloc(0, "(" + "".join(f"{x}.shape[{d}], " for d in range(ndim)) + ")")
@@ -279,7 +281,7 @@ def _emit_cumsum(op, ctx) -> None:
     ctx.line(f"{t} = {np_dtype(dtype)}({x}[{idx}])")
     ctx.line(f"if {iv[a]} > 0:")
     with ctx.indent():
-        ctx.line(f"{t} = {_stored(ctx, f'{t} + {out}[{prev}]', dtype)}")
+        ctx.line(f"{t} = {_stored(ctx, arith(ctx, '+', t, f'{out}[{prev}]', dtype), dtype)}")
     ctx.line(f"{out}[{idx}] = {t}")
     ctx.em.depth -= ndim
 

@@ -295,6 +295,7 @@ def emit_row_group(contexts) -> None:
     scratch: list[int] = []  # row-local buffers with a scratch row of their own
     plans = {}  # step index -> what the loop body emits for it
     cols_of = {}  # buffer the group writes -> its column count
+    made_here = {b for s in members for b in s.outputs}  # buffers the group computes
     for ctx in contexts:  # allocations and one-element inputs, before the loop
         node, step = ctx.node, ctx.step
         if _is_reduce(node.op):
@@ -313,7 +314,10 @@ def emit_row_group(contexts) -> None:
         modes = _modes(program, step)
         scalars, arrays = {}, {}
         for i, (var, mode) in enumerate(zip(node.inputs, modes)):
-            if mode == "scalar":
+            if mode == "scalar" and step.inputs[i] in made_here:
+                # one element computed by this group's loop: read where it is, once computed
+                arrays[i] = ("bcast", "bcast")
+            elif mode == "scalar":
                 if isinstance(var, Constant):
                     scalars[i] = literal(var.data.reshape(()), var.type.dtype, ctx)
                 else:

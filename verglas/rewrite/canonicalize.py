@@ -60,6 +60,14 @@ _COMMUTATIVE = (s.Add, s.Mul, s.Maximum, s.Minimum, s.Eq, s.Neq, s.And, s.Or, s.
 _ASSOCIATIVE = (s.Add, s.Mul, s.Maximum, s.Minimum, s.And, s.Or, s.Xor)
 
 
+def _reorders_ties(node) -> bool:
+    """Whether swapping or regrouping the operands of `node` could change its result: a float
+    maximum/minimum gives its second operand on a tie (maximum(-0.0, 0.0) is 0.0,
+    maximum(0.0, -0.0) is -0.0), so it is neither commutative nor associative bit for bit."""
+    return isinstance(node.op.scalar_op, (s.Maximum, s.Minimum)) and any(
+        np.dtype(v.dtype).kind in "fc" for v in node.inputs)
+
+
 def _rule(*tracks, scalar_tracks=(), tags=CHEAP):
     """Register into this phase: `@_rule(Elemwise, scalar_tracks=(s.Add,))`."""
     def decorate(fn):
@@ -87,7 +95,7 @@ def _elemwise_inputs(var: Variable, scalar_cls) -> list | None:
 def commutative_constant_last(fgraph, node):
     """op(c, x) -> op(x, c) for a commutative op and constant c (so 1+x and x+1 merge)."""
     match node.inputs:
-        case [c, x] if is_constant(c) and not is_constant(x):
+        case [c, x] if is_constant(c) and not is_constant(x) and not _reorders_ties(node):
             return first(same_as(node.outputs[0], node.op(x, c)))
 
 
@@ -97,7 +105,7 @@ def assoc_constants_combine(fgraph, node):
     out = node.outputs[0]
     inner, c2 = node.inputs
     if not is_constant(c2) or elemwise_op(inner) != node.op.scalar_op \
-            or inner.dtype != out.dtype:
+            or inner.dtype != out.dtype or _reorders_ties(node):
         return None
     x, c1 = inner.owner.inputs
     if not is_constant(c1) or is_constant(x):
@@ -114,6 +122,8 @@ def assoc_constant_outward(fgraph, node):
     of a chain, where they combine (one dtype throughout, inner result used once)."""
     out = node.outputs[0]
     sop = node.op.scalar_op
+    if _reorders_ties(node):
+        return None
     for k in (0, 1):
         inner, y = node.inputs[k], node.inputs[1 - k]
         if is_constant(y) or elemwise_op(inner) != sop or not single_client(fgraph, inner):

@@ -1,0 +1,313 @@
+"""Regression tests: each program a random program the fuzzer found failing, minimized.
+
+Each case compiles for the CPU (fast_run and, for the cheap ones, the reference executor) and
+compares with numpy bit for bit where numpy's answer is exact: dtype, shape, values, NaN
+positions and signed zeros.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import verglas as vg
+
+F16, F32, F64 = "float16", "float32", "float64"
+
+
+def same(got, want, rtol=0.0):
+    """`got` is numpy's `want`: dtype, shape, values (within `rtol`), NaNs, signed zeros."""
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.dtype == want.dtype, f"dtype {got.dtype}, numpy {want.dtype}"
+    assert got.shape == want.shape, f"shape {got.shape}, numpy {want.shape}"
+    if want.dtype.kind in "fc":
+        for part in ("real", "imag") if want.dtype.kind == "c" else ("real",):
+            g, w = getattr(got, part), getattr(want, part)
+            np.testing.assert_array_equal(np.isnan(g), np.isnan(w))
+            ok = ~np.isnan(w)
+            np.testing.assert_allclose(g[ok], w[ok], rtol=rtol, atol=0)
+            zero = ok & (w == 0)
+            np.testing.assert_array_equal(np.signbit(g[zero]), np.signbit(w[zero]),
+                                          err_msg="signed zeros")
+    else:
+        np.testing.assert_array_equal(got, want)
+
+
+def run(inputs, outputs, values, mode="fast_run"):
+    f = vg.compile(inputs, outputs, mode=mode)
+    return f(*values)
+
+
+def t(name, shape, dtype):
+    return vg.tensor(name, shape=shape, dtype=dtype)
+
+
+# -- elementwise semantics ------------------------------------------------------------------------
+def test_floor_ceil_keep_infinities_signs_and_integers():
+    """floor/ceil went through an int: inf became -9.2e18 (after a cumsum and a where, as the
+    issue saw), ceil(-0.89) lost its sign, and a large int64 its low bits."""
+    x, i = t("x", (None,), F64), t("i", (None,), "int64")
+    xs = np.array([-np.inf, np.inf, np.nan, -0.89, -0.0, 2.5, 1e300])
+    cs = np.cumsum(np.array([1.0, -np.inf, 2.0]))
+    ints = np.array([-1125491400382809476, 7], np.int64)
+    got = run([x, i], [vg.floor(x), vg.ceil(x), vg.where(vg.floor(vg.cumsum(x)) < 0,
+                                                           vg.ceil(vg.cumsum(x)), 0.0),
+                       vg.floor(i), vg.ceil(i)], [xs, ints])
+    same(got[0], np.floor(xs))
+    same(got[1], np.ceil(xs))
+    c = np.cumsum(xs)
+    same(got[2], np.where(np.floor(c) < 0, np.ceil(c), 0.0))
+    same(got[3], ints)
+    same(got[4], ints)
+    same(run([x], vg.ceil(vg.cumsum(x)), [np.array([1.0, -np.inf, 2.0])]), np.ceil(cs))
+
+
+def test_maximum_minimum_ties_and_nan_as_numpy():
+    x, i = t("x", (None,), F32), t("i", (None,), "int64")
+    xs = np.array([-0.0, 0.0, np.nan, 1.0], np.float32)
+    got = run([x], [vg.maximum(x, 0), vg.minimum(x, -0.0), vg.maximum(0.0, x)], [xs])
+    same(got[0], np.maximum(xs, np.float32(0)))
+    same(got[1], np.minimum(xs, np.float32(-0.0)))
+    same(got[2], np.maximum(np.float32(0.0), xs))
+    z = t("z", (), F64)
+    ints = np.array([147, 0])
+    same(run([i, z], vg.maximum(i, z), [ints, np.array(-0.0)]), np.maximum(ints, -0.0))
+
+
+def test_clip_is_numpys_three_way_clip():
+    x = t("x", (None,), F64)
+    xs = np.array([-1.0, 0.0, -0.0, 2.0, np.nan])
+    same(run([x], vg.clip(x, -0.0, 0.0), [xs]), np.clip(xs, -0.0, 0.0))
+    u = t("u", (None,), "uint8")
+    us = np.array([0, 5, 255], np.uint8)
+    same(run([u], vg.clip(u, -5, 300), [us]), np.clip(us, -5, 300))
+    i = t("i", (None,), "int32")
+    same(run([i], vg.clip(i, 2**31, 0.0), [np.array([2], np.int32)]),
+         np.clip(np.array([2], np.int32), 2**31, 0.0))
+    b = t("b", (None,), "bool")
+    bound = np.array(1e-38, np.float32)
+    same(run([b], vg.clip(b, 255, bound), [np.array([True])]),
+         np.clip(np.array([True]), 255, bound))
+    with pytest.raises(OverflowError):
+        vg.clip(u, 300, 400)
+
+
+def test_signed_zeros_without_nsz_and_quotients_without_arcp():
+    """0.0 - x became -x (nsz: -0.0 for x = 0), x // x of the smallest subnormal became inf
+    (arcp: x * (1 / x) with 1 / x overflowing), (0+0j) * -28.0 got a -0.0 imaginary part."""
+    s16 = t("s", (None,), "int16")
+    xs = np.array([-32767, -1, 1, 0], np.int16)
+    same(run([s16], vg.max(vg.reshape(vg.full((1,), 0.0, F32) - s16, (4, 1)), axis=1), [xs]),
+         np.max((np.float32(0.0) - xs).reshape(4, 1), axis=1))
+    x = t("x", (None,), F32)
+    tiny = np.array([1.401298464324817e-45, 3.0, np.inf], np.float32)
+    same(run([x], vg.floor_divide(x, x), [tiny]), np.floor_divide(tiny, tiny))
+    c = t("c", (None,), F32)
+    cs = np.array([-28.0, 3.0], np.float32)
+    same(run([c], vg.zeros((2,), "complex64") * c, [cs]), np.zeros(2, np.complex64) * cs)
+
+
+def test_numpys_loop_dtypes():
+    """float32 ** int32 is computed in float64 as numpy does (it was float32); int64 against
+    float64 compares in float64."""
+    x, e = t("x", (), F32), t("e", (3,), "int32")
+    xs, es = np.array(-7.0, np.float32), np.array([1, -2, -3], np.int32)
+    same(run([x, e], x ** e, [xs, es]), xs ** es)
+    i, f = t("i", (None,), "int64"), t("f", (None,), F64)
+    big = np.array([2**53 + 1, 3], np.int64)
+    fl = np.array([2.0**53, 3.0])
+    same(run([i, f], [i < f, vg.eq(i, f)], [big, fl])[1], np.equal(big, fl))
+
+
+def test_vectorized_math_takes_integer_arguments():
+    """erf(int64) called the float64 kernel with an int64 (LLVM: bitcast i64 to i32)."""
+    i = t("i", (None, None, None), "int64")
+    vals = np.array([[[-2, 0, 3]]], np.int64)
+    import scipy.special
+
+    same(run([i], vg.erf(i), [vals]), scipy.special.erf(vals.astype(F64)), rtol=1e-15)
+    same(run([i], vg.sin(i), [vals]), np.sin(vals), rtol=1e-15)
+
+
+def test_shared_kernels_are_typed_by_their_inputs():
+    """One clip op used twice, with a float64 and a uint16 bound: the shared kernel's scalar
+    groups were typed by the first use (the second stored 0.126 into a uint16)."""
+    x = t("x", (1,), F64)
+    v1 = x.T
+    v4 = vg.where(v1, x, v1)
+    v5 = vg.clip(v1, np.array([59836], dtype="uint16"), x[None])
+    v7 = vg.clip(v4, 2147483648, -5)
+    xs = np.array([0.1262677088493031])
+    got = run([x], [v7, v5], [xs])
+    same(got[0], np.clip(np.where(xs, xs, xs), 2147483648, -5))
+    same(got[1], np.clip(xs, np.array([59836], np.uint16), xs[None]))
+
+
+def test_row_group_reads_its_own_one_element_results_in_the_loop():
+    """A (1, 1) sum inside a fused row loop was read before the loop computed it (a stale
+    workspace value: two calls disagreed)."""
+    x = t("x", (), F32)
+    v = vg.reshape(x, (1, 1))
+    for mode in ("fast_run", "fast_compile"):
+        f = vg.compile([x], [vg.std(v, axis=-1), vg.var(v * 3, axis=1)], mode=mode)
+        for value in (-2.0, 5.0, -0.0):
+            for got in f(np.array(value, np.float32)):
+                same(got, np.zeros(1, np.float32))
+
+
+# -- dtypes --------------------------------------------------------------------------------------
+def test_float16_programs_run_on_the_cpu():
+    """numba has no float16: such programs did not compile (exp of an int8 is float16)."""
+    x, y = t("x", (None,), F16), t("y", (None,), "int8")
+    xs = np.array([1.5, 2.001, 65000, -3, np.nan, -0.0], np.float16)
+    ys = np.array([1, 2, 3, 4, -5, 0], np.int8)
+    got = run([x, y], [x * 3 + y, vg.exp(y), vg.cumsum(x), x.astype(F32) / 3,
+                       vg.cast(y.astype(F64) / 7, F16), vg.max(x), x @ x], [xs, ys])
+    same(got[0], xs * np.float16(3) + ys)
+    same(got[1], np.exp(ys), rtol=1e-3)
+    same(got[2], np.cumsum(xs))
+    same(got[3], xs.astype(F32) / np.float32(3))
+    same(got[4], (ys.astype(F64) / 7).astype(F16))
+    same(got[5], np.max(xs))
+    assert got[6].dtype == np.float16
+
+
+def test_complex_programs():
+    z, w = t("z", (None,), "complex128"), t("w", (None,), "complex64")
+    zs = np.array([0j, 3 + 4j, complex(np.inf, 1), complex(1, -2)])
+    ws = np.array([1 + 1j, 1 - 1j, 2 + 0j, 0j], np.complex64)
+    got = run([z, w], [vg.exp(w), w.astype(F32), z / vg.zeros((4,), "int32"), vg.ge(w, w[::-1]),
+                       vg.maximum(z, 0.5), vg.min(z), vg.argmax(z), vg.sign(z),
+                       vg.std(z), vg.imag(w), vg.real(z)], [zs, ws])
+    with np.errstate(all="ignore"):
+        same(got[0], np.exp(ws), rtol=1e-6)
+        same(got[1], ws.real)
+        same(got[2], zs / np.zeros(4, np.int32))
+        same(got[3], ws >= ws[::-1])
+        same(got[4], np.maximum(zs, 0.5))
+        same(got[5], np.min(zs))
+        same(got[6], np.argmax(zs))
+        same(got[7], np.sign(zs))
+        same(got[8], np.std(zs))
+    same(got[9], np.imag(ws))
+    same(got[10], np.real(zs))
+    b = t("b", (None,), "bool")
+    same(run([b], [vg.imag(b)], [np.array([True])])[0], np.imag(np.array([True])))
+    with pytest.raises(TypeError, match="complex"):
+        vg.sigmoid(z)
+
+
+def test_weak_scalars_are_typed_by_array_operands():
+    """where(c, 256, a float32 array) was float64: the array did not count as an operand."""
+    c = t("c", (), "complex64")
+    value = np.array(78.6, np.float32)
+    assert vg.where(c, 256, value).dtype == "float32"
+    b = t("b", (), "bool")
+    # two Python ints are typed as numpy types them apart (uint64, int64: float64); numpy's
+    # np.where itself wraps 2**63 into int64 here
+    assert vg.where(b, 2**63, -5).dtype == "float64"
+    assert vg.where(2**63, 1.0, 2.0).dtype == "float64"  # only the condition's truth matters
+    assert vg.full((), 2**63).dtype == "uint64"
+
+
+# -- shapes, indexing, updates -------------------------------------------------------------------
+def test_dot_with_an_empty_contracted_axis():
+    a = t("a", (None, None, None), "bool")
+    aval, b = np.zeros((1, 1, 0), bool), np.zeros((2, 0, 4), bool)
+    same(run([a], vg.dot(a, b), [aval]), np.dot(aval, b))
+
+
+def test_squeeze_without_axes_needs_a_static_shape():
+    x = t("x", (None, 1), F64)
+    with pytest.raises(ValueError, match="squeeze"):
+        vg.squeeze(x)
+    y = t("y", (3, 1), F64)
+    same(run([y], vg.squeeze(y), [np.ones((3, 1))]), np.ones(3))
+
+
+def test_softmax_family_over_an_empty_axis():
+    x = t("x", (None, None), F32)
+    empty = np.zeros((3, 0), np.float32)
+    got = run([x], [vg.logsumexp(x, axis=1), vg.softmax(x, axis=1), vg.log_softmax(x, axis=1)],
+              [empty])
+    same(got[0], np.full(3, -np.inf, np.float32))
+    assert got[1].shape == got[2].shape == (3, 0)
+
+
+def test_integer_softmax_after_a_reduction_and_a_cast():
+    i = t("i", (None, None), "int32")
+    vals = np.array([[3, 1000, -7], [5, 5, 5]], np.int32)
+    s = vg.cast(vg.sum(i, axis=0), F32)
+    got = run([i], [vg.logsumexp(s), vg.softmax(vg.sum(i, axis=1)), vg.log_softmax(i, axis=0)],
+              [vals])
+    sv = np.sum(vals, axis=0).astype(np.float32)
+    same(got[0], np.float32(np.max(sv) + np.log(np.sum(np.exp(sv - np.max(sv))))), rtol=1e-6)
+    r = np.sum(vals, axis=1).astype(F64)
+    same(got[1], np.exp(r - r.max()) / np.sum(np.exp(r - r.max())), rtol=1e-12)
+    v = vals.astype(F64)
+    same(got[2], v - v.max(axis=0) - np.log(np.sum(np.exp(v - v.max(axis=0)), axis=0)),
+         rtol=1e-12)
+
+
+def test_set_subtensor_converts_as_numpys_setitem():
+    x = t("x", (None,), "bool")
+    same(run([x], vg.set_subtensor(x[...], 2**63), [np.array([False, False])]),
+         np.array([True, True]))
+    u = t("u", (None,), "uint8")
+    with pytest.raises(OverflowError):
+        vg.set_subtensor(u[np.array([0, 0])], -5)
+    y = t("y", (None,), "uint32")
+    w = t("w", (1, None), "uint32")
+    yv, wv = np.zeros(3, np.uint32), np.array([[3, 4, 5]], np.uint32)
+    want = yv.copy()
+    want[:] = wv
+    same(run([y, w], vg.set_subtensor(y[:], w), [yv, wv]), want)
+    m = t("m", (2,), F32)
+    with pytest.raises(ValueError):
+        vg.set_subtensor(m[-1], vg.ones((1,), F32))  # numpy: a sequence into one element
+
+
+def test_shifts_as_numpy():
+    a, b = t("a", (None,), "int8"), t("b", (None,), "int8")
+    av = np.array([1, 5, -3, 1, -3], np.int8)
+    bv = np.array([7, 8, 1, -1, 20], np.int8)
+    got = run([a, b], [a << b, a >> b, vg.left_shift(a, 3), vg.right_shift(b, a)], [av, bv])
+    same(got[0], np.left_shift(av, bv))
+    same(got[1], np.right_shift(av, bv))
+    same(got[2], np.left_shift(av, 3))
+    same(got[3], np.right_shift(bv, av))
+
+
+def test_division_by_a_constant_stays_exact():
+    x = t("x", (None,), F64)
+    xs = np.array([6.0, 9.0, 49.0, 1.0])
+    same(run([x], [vg.floor(x / 3.0), vg.floor(x / 7.0)], [xs])[1], np.floor(xs / 7.0))
+
+
+def test_signed_integers_wrap_around():
+    """numba marks signed +, -, * no-signed-wrap: LLVM folded x + INT64_MIN into x | INT64_MIN
+    (x for negative x). INT64_MIN // -1 gave 0."""
+    x, y = t("x", (None,), "int64"), t("y", (None,), "int64")
+    a = np.array([-2, -2**63, 2**62, -2**63, 7], np.int64)
+    b = np.array([-2**63, -1, 4, 1, 0], np.int64)
+    got = run([x, y], [x + y, x - y, x * y, -x, x // y, x % y, vg.sum(x), vg.cumsum(y),
+                       vg.inc_subtensor(x[np.array([0, 1, 0])], np.array(-2**63))], [a, b])
+    want = a.copy()
+    np.add.at(want, np.array([0, 1, 0]), np.int64(-2**63))
+    with np.errstate(all="ignore"):
+        for g, w in zip(got, [a + b, a - b, a * b, -a, a // b, a % b, np.sum(a), np.cumsum(b),
+                              want]):
+            same(g, w)
+
+
+def test_shared_kernels_are_keyed_by_rank():
+    """One op on a (1, 1) and a (1,) output (fast_compile) shared a kernel written for one
+    rank."""
+    x = t("x", (None,), "int64")
+    m = vg.reshape(x, (1, 1))
+    outs = [vg.exp(m * 2.0), vg.exp(vg.reshape(x, (1,)) * 2.0)]
+    xs = np.array([3], np.int64)
+    for mode in ("fast_run", "fast_compile"):
+        got = run([x], outs, [xs], mode)
+        same(got[0], np.exp(xs.reshape(1, 1) * 2.0), rtol=1e-15)
+        same(got[1], np.exp(xs * 2.0), rtol=1e-15)

@@ -47,11 +47,22 @@ def np_dtype(dtype: str) -> str:
     return "np.bool_" if dtype == "bool" else f"np.{dtype}"
 
 
+def _float_text(value: float) -> str:
+    if math.isnan(value):
+        return "math.nan"
+    if math.isinf(value):
+        return f"{'-' if value < 0 else ''}math.inf"
+    return repr(value)
+
+
 def literal(value, dtype: str) -> str:
     """A typed scalar literal in generated code."""
     value = np.asarray(value).item()
     if dtype == "bool":
         return "True" if value else "False"
+    if isinstance(value, complex):
+        return f"{np_dtype(dtype)}(complex({_float_text(value.real)}, " \
+               f"{_float_text(value.imag)}))"
     if isinstance(value, float):
         if math.isnan(value):
             return f"{np_dtype(dtype)}(math.nan)"

@@ -525,6 +525,12 @@ class NumpyXP:
                 raise TypeError(f"cannot add {np.asarray(v).dtype} into {out.dtype}")
             if any(isinstance(e, np.ndarray) for e in index):
                 np.add.at(out, index, np.asarray(v).astype(added.dtype))
+                if self.rng is not None and _is_float(out):
+                    # an element incremented twice or more that overflowed: which inf or NaN
+                    # depends on the order and precision of the additions
+                    counts = np.zeros(out.shape, np.int64)
+                    np.add.at(counts, index, 1)
+                    out = self._random_fill(out, (counts > 1) & ~np.isfinite(out))
             else:
                 view = out[index] if Ellipsis in index else out[index + (Ellipsis,)]
                 view += v

@@ -311,3 +311,20 @@ def test_shared_kernels_are_keyed_by_rank():
         got = run([x], outs, [xs], mode)
         same(got[0], np.exp(xs.reshape(1, 1) * 2.0), rtol=1e-15)
         same(got[1], np.exp(xs * 2.0), rtol=1e-15)
+
+
+def test_a_cast_through_float64_rounds_large_integers():
+    """cast(cast(x, float64), int64) was folded into x: numpy's 'safe' int64 -> float64 is
+    not exact above 2**53."""
+    x = t("x", (None,), "int64")
+    xs = np.array([-7067356314067703396, 3], np.int64)
+    same(run([x], x.astype(F64).astype("int64"), [xs]), xs.astype(F64).astype(np.int64))
+
+
+def test_cumsum_keeps_the_first_elements_sign():
+    x = t("x", (None, None), F64)
+    xs = np.array([[-0.0, -0.0], [1.0, -0.0]])
+    got = run([x], [vg.cumsum(x), vg.cumsum(x, axis=0), vg.cumsum(x, axis=1)], [xs])
+    same(got[0], np.cumsum(xs))
+    same(got[1], np.cumsum(xs, axis=0))
+    same(got[2], np.cumsum(xs, axis=1))

@@ -22,8 +22,8 @@ except ImportError:  # pragma: no cover - then programs call np.empty
     _empty_nd_impl = _parse_shape = None
 
 __all__ = ["c_view", "empty_c", "scalars_at", "reshaped", "empty_expr", "ws_take", "ws_add",
-           "ws_reserve", "ws_carve", "WORKSPACE_TOO_BIG", "WORKSPACE_ALIGN", "wrap_add",
-           "wrap_sub", "wrap_mul"]
+           "ws_reserve", "ws_carve", "WORKSPACE_TOO_BIG",
+           "WORKSPACE_ALIGN"]
 
 WORKSPACE_ALIGN = 64  # bytes: every array carved from a workspace starts on a cache line
 
@@ -326,25 +326,3 @@ def prefer_wide_vectors(typingctx):
 
     return types.none(), codegen
 
-
-# -- integer arithmetic that wraps around ----------------------------------------------------------
-# numba marks signed integer +, - and * 'nsw' (no signed wrap): an overflow is undefined, and
-# LLVM uses that (x + INT64_MIN became x | INT64_MIN, which is x for negative x). numpy wraps
-# around: these emit the plain instructions.
-def _wrapping(opname: str):
-    def make(typingctx, a, b):
-        if not (isinstance(a, types.Integer) and a == b):
-            return None
-
-        def codegen(context, builder, sig, args):
-            return getattr(builder, opname)(args[0], args[1])
-
-        return a(a, b), codegen
-
-    make.__name__ = f"wrap_{opname}"
-    return intrinsic(make)
-
-
-wrap_add = _wrapping("add")
-wrap_sub = _wrapping("sub")
-wrap_mul = _wrapping("mul")

@@ -8,6 +8,7 @@ vectorizable version from vmath where one exists.
 
 from __future__ import annotations
 
+import cmath
 import functools
 import math
 import re
@@ -16,10 +17,12 @@ import numba
 import numpy as np
 
 from verglas.cpu_backend.intrinsics import (c_view, empty_c, empty_expr, prefer_wide_vectors,
-                                             reshaped, scalars_at, wrap_add, wrap_mul, wrap_sub,
-                                             ws_add, ws_carve, ws_reserve, ws_take)
+                                             reshaped, scalars_at, ws_add, ws_carve,
+                                             ws_reserve, ws_take)
 from verglas.cpu_backend.dtypes import cast_expr, half_round, storage_dtype
 from verglas.cpu_backend.dtypes import literal as source_literal
+from verglas.scalar_code import HELPERS, helpers_in, loop_dtypes, variant
+from verglas.scalar_code import arith as scalar_arith
 from verglas.source import tuple_expr
 from verglas.graph.basic import Constant
 from verglas.ops import scalar as s
@@ -42,8 +45,7 @@ _SCALAR_REFS: dict = {}  # id(jitted scalar impl) -> ("scalar", op name, dtype)
 # intrinsics generated code calls, found again by name
 HELPER_REFS.update(scalars_at=scalars_at, c_view=c_view, empty_c=empty_c, ws_take=ws_take,
                    ws_add=ws_add, ws_reserve=ws_reserve, ws_carve=ws_carve,
-                   prefer_wide_vectors=prefer_wide_vectors, half_round=half_round,
-                   wrap_add=wrap_add, wrap_sub=wrap_sub, wrap_mul=wrap_mul)
+                   prefer_wide_vectors=prefer_wide_vectors, half_round=half_round)
 
 
 def register_helper(fn):
@@ -117,142 +119,38 @@ _TYPE_PRESERVING = frozenset({"add", "sub", "mul", "true_div", "neg", "sqr", "id
 _BOOL_RESULT = frozenset({"lt", "le", "gt", "ge", "eq", "neq", "isnan", "isinf"})
 
 
-# complex arguments: numba's cmath functions, numpy's definitions where they differ
-COMPLEX_IMPL = {
-    "exp": "cmath.exp(x)", "log": "cmath.log(x)", "sqrt": "cmath.sqrt(x)",
-    "sin": "cmath.sin(x)", "cos": "cmath.cos(x)", "tan": "cmath.tan(x)",
-    "tanh": "cmath.tanh(x)", "expm1": "(cmath.exp(x) - 1)", "log1p": "cmath.log(1 + x)",
-    "isinf": "cmath.isinf(x)", "sign": "complex_sign(x)",
-    # numpy orders complex numbers lexicographically (real part first)
-    "lt": "complex_lt(x, y)", "le": "complex_le(x, y)", "gt": "complex_lt(y, x)",
-    "ge": "complex_le(y, x)", "maximum": "complex_maximum(x, y)",
-    "minimum": "complex_minimum(x, y)", "clip": "complex_minimum(complex_maximum(x, y), z)",
-    "true_div": "complex_divide(x, y)", "reciprocal": "complex_divide(1, x)",
-}
-# signed integers wrap around as numpy's do (numba's own +, -, * may not: see intrinsics), and
-# INT_MIN // -1 is INT_MIN (numba gives 0)
-SIGNED_IMPL = {
-    "add": "wrap_add(x, y)", "sub": "wrap_sub(x, y)", "mul": "wrap_mul(x, y)",
-    "neg": "wrap_sub(ZERO, x)", "floor_div": "(wrap_sub(ZERO, x) if y == -1 else x // y)",
-}
-# real arguments of the complex-part functions
-REAL_PARTS = {"real": "x", "conj": "x", "imag": "0"}
 # float arguments: numba's numpy functions where they beat the shared scalar code (np.floor
 # keeps -0.0 and maps to a vector instruction)
 FLOAT_IMPL = {"floor": "np.floor(x)", "ceil": "np.ceil(x)"}
 
 
-@register_helper
-@numba.njit(cache=False, error_model="numpy")
-def complex_lt(a, b):
-    """numpy's a < b for complex numbers: by real part, then imaginary part; NaN compares
-    false."""
-    a, b = np.complex128(a), np.complex128(b)
-    if a.real < b.real:
-        return a.imag == a.imag and b.imag == b.imag
-    return a.real == b.real and a.imag < b.imag
+def _compile_helpers() -> None:
+    """The shared scalar helpers (verglas.scalar_code.HELPERS), jitted and registered by name
+    so cached programs find them again."""
+    namespace = {"math": math, "cmath": cmath, "np": np}
+    for name, text in HELPERS.items():
+        exec(text, namespace)
+    for name in HELPERS:
+        namespace[name] = HELPER_REFS[name] = numba.njit(
+            cache=False, error_model="numpy", no_cpython_wrapper=True,
+            no_cfunc_wrapper=True)(namespace[name])
 
 
-@register_helper
-@numba.njit(cache=False, error_model="numpy")
-def complex_le(a, b):
-    """numpy's a <= b for complex numbers (see complex_lt)."""
-    a, b = np.complex128(a), np.complex128(b)
-    if a.real < b.real:
-        return a.imag == a.imag and b.imag == b.imag
-    return a.real == b.real and a.imag <= b.imag
-
-
-@register_helper
-@numba.njit(cache=False, error_model="numpy")
-def complex_maximum(a, b):
-    """numpy's maximum of complex numbers: a NaN first operand wins, then a >= b keeps a."""
-    a, b = np.complex128(a), np.complex128(b)
-    if a != a or complex_le(b, a):
-        return a
-    return b
-
-
-@register_helper
-@numba.njit(cache=False, error_model="numpy")
-def complex_minimum(a, b):
-    """numpy's minimum of complex numbers (see complex_maximum)."""
-    a, b = np.complex128(a), np.complex128(b)
-    if a != a or complex_le(a, b):
-        return a
-    return b
-
-
-@register_helper
-@numba.njit(cache=False, error_model="numpy")
-def complex_sign(z):
-    """numpy's sign of a complex number: z / |z|, 0 for 0, and for an infinite part the sign
-    of that part (NaN when both are infinite)."""
-    re_inf, im_inf = math.isinf(z.real), math.isinf(z.imag)
-    if re_inf and im_inf:
-        return complex(math.nan, math.nan)
-    if re_inf:
-        return complex(1.0 if z.real > 0 else -1.0, 0.0)
-    if im_inf:
-        return complex(0.0, 1.0 if z.imag > 0 else -1.0)
-    if z.real == 0 and z.imag == 0:
-        return complex(0.0, 0.0)
-    a = abs(z)
-    return complex(z.real / a, z.imag / a)
-
-
-@register_helper
-@numba.njit(cache=False, error_model="numpy")
-def complex_divide(a, b):
-    """numpy's complex quotient a / b: Smith's algorithm (scaled by the larger part of b, so
-    no intermediate overflows needlessly); a zero b gives inf or NaN parts, not an error."""
-    a, b = np.complex128(a), np.complex128(b)
-    br, bi = b.real, b.imag
-    if abs(br) >= abs(bi):
-        if br == 0 and bi == 0:
-            return complex(a.real / abs(br), a.imag / abs(br))
-        ratio = bi / br
-        scale = 1.0 / (br + bi * ratio)
-        return complex((a.real + a.imag * ratio) * scale, (a.imag - a.real * ratio) * scale)
-    ratio = br / bi
-    scale = 1.0 / (bi + br * ratio)
-    return complex((a.real * ratio + a.imag) * scale, (a.imag * ratio - a.real) * scale)
-
-
-@functools.cache
-def loop_dtypes(sop, dtypes: tuple) -> tuple | None:
-    """The input dtypes of the numpy loop `sop`'s ufunc uses for arguments of `dtypes`, or
-    None (no ufunc, or no such loop)."""
-    ufunc = getattr(sop, "ufunc", None)
-    if ufunc is None or len(dtypes) != ufunc.nin:
-        return None
-    try:
-        loop = ufunc.resolve_dtypes(tuple(np.dtype(d) for d in dtypes) + (None,) * ufunc.nout)
-    except (TypeError, ValueError):
-        return None
-    return tuple(d.name for d in loop[:ufunc.nin])
+_compile_helpers()
 
 
 def arith(ctx, op: str, a: str, b: str, dtype: str) -> str:
     """The expression `a op b` (op "+" or "*") computed in `dtype` with numpy's wraparound
-    (both sides already of `dtype`)."""
-    if np.dtype(dtype).kind == "i":
-        name = "wrap_add" if op == "+" else "wrap_mul"
-        return f"{ctx.helper(name, HELPER_REFS[name])}({a}, {b})"
-    return f"{a} {op} {b}"
+    (both sides already of `dtype`; the result converted to it)."""
+    expr = scalar_arith(op, a, b, dtype)
+    return expr if np.dtype(dtype).kind != "i" else cast_expr(expr, dtype)
 
 
-def _wrapping(ctx, expr: str, dtype: str) -> str:
-    """`expr` with its wrapping-arithmetic helpers registered and ZERO typed `dtype`."""
-    expr = re.sub(r"\bwrap_(add|sub|mul)\b",
-                  lambda m: ctx.helper(m.group(0), HELPER_REFS[m.group(0)]), expr)
-    return expr.replace("ZERO", literal(0, dtype, ctx))
-
-
-def _complex_helpers(ctx, expr: str) -> str:
-    """`expr` with the complex helpers it names registered with the generated code."""
-    return re.sub(r"\bcomplex_\w+", lambda m: ctx.helper(m.group(0), HELPER_REFS[m.group(0)]),
-                  expr)
+def _with_helpers(ctx, expr: str) -> str:
+    """`expr` with the shared helpers it calls registered with the generated code."""
+    for name in helpers_in(expr):
+        expr = re.sub(rf"\b{name}\b", ctx.helper(name, HELPER_REFS[name]), expr)
+    return expr
 
 
 def _substitute(expr: str, args: list[str]) -> str:
@@ -304,9 +202,6 @@ def scalar_expr(ctx, sop, args: list[str], arg_dtypes: list[str], out_dtypes) ->
             arg_dtypes[0] == "float16" and out_dtype == "float32")  # (held as float32)
         if complex_args and np.dtype(out_dtype).kind not in "cb":
             expr = f"({expr}).real"  # numpy keeps the real part (with a ComplexWarning)
-    elif isinstance(sop, (s.Floor, s.Ceil)) and np.dtype(arg_dtypes[0]).kind in "iub":
-        expr = args[0]  # integers are their own floor (math.floor would go through a float)
-        exact_type = arg_dtypes[0] == out_dtype
     elif isinstance(sop, (s.Neg, s.Invert)) and arg_dtypes[0] == "bool":
         expr = f"not {args[0]}"
         exact_type = True
@@ -317,14 +212,8 @@ def scalar_expr(ctx, sop, args: list[str], arg_dtypes: list[str], out_dtypes) ->
                  for a, d in zip(args, arg_dtypes)]
         expr = f"{fn}({', '.join(typed)})"
         exact_type = True
-    elif complex_args and sop.name in COMPLEX_IMPL:
-        expr = _complex_helpers(ctx, _substitute(COMPLEX_IMPL[sop.name], args))
-    elif sop.name in SIGNED_IMPL and len(set(arg_dtypes)) == 1 and \
-            np.dtype(arg_dtypes[0]).kind == "i":
-        expr = _wrapping(ctx, _substitute(SIGNED_IMPL[sop.name], args), arg_dtypes[0])
-        exact_type = arg_dtypes[0] == out_dtype
-    elif not complex_args and sop.name in REAL_PARTS:
-        expr = _substitute(REAL_PARTS[sop.name], args)
+    elif (special := variant(sop, arg_dtypes)) is not None:
+        expr = _with_helpers(ctx, _substitute(special, args))
     elif sop.name in FLOAT_IMPL and np.dtype(arg_dtypes[0]).kind == "f":
         expr = _substitute(FLOAT_IMPL[sop.name], args)
     elif sop.impl_expr is not None:

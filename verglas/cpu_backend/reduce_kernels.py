@@ -262,7 +262,8 @@ def _emit_cumsum(op, ctx) -> None:
         flat, acc, k = ctx.fresh("xf"), ctx.fresh("acc"), ctx.fresh("k")
         src = x if ctx.is_contiguous(0) else f"np.ascontiguousarray({x})"
         ctx.line(f"{flat} = {reshaped(ctx, src, f'{x}.size')}")
-        ctx.line(f"{acc} = {literal(0, dtype)}")
+        # -0.0 + v is v: the first element is kept as it is (numpy's accumulate)
+        ctx.line(f"{acc} = {literal(-0.0 if np.dtype(dtype).kind in 'fc' else 0, dtype)}")
         ctx.line(f"for {k} in range({x}.size):")
         with ctx.indent():
             total = arith(ctx, "+", acc, f"{np_dtype(dtype)}({flat}[{k}])", dtype)

@@ -74,12 +74,13 @@ def compile_ptx(spec, cc) -> str:
 
 def compile_spec(spec, cc) -> str:
     """Compile kernel `spec` to PTX with `numba.cuda.compile_ptx` (needs NVVM, not a GPU)."""
+    import cmath
     import math
 
     import numpy as np
     from numba import cuda
 
-    namespace = {"cuda": cuda, "math": math, "np": np}
+    namespace = {"cuda": cuda, "math": math, "cmath": cmath, "np": np}
     exec(compile(spec.source, f"<verglas kernel {spec.name}>", "exec"), namespace)
     ptx, _ = cuda.compile_ptx(namespace[spec.name], spec.signature(), cc=tuple(cc))
     return ptx

@@ -150,7 +150,12 @@ class Perform:
 
     def __call__(self, *args):
         storage = [[None] for _ in self.node.outputs]
-        self.node.op.perform(self.node, list(args), storage)
+        args = list(args)
+        for ins in getattr(self.node.op, "destroy_map", {}).values():
+            for i in ins:  # an inplace op on a read-only host value (a constant): a copy
+                if isinstance(args[i], np.ndarray) and not args[i].flags.writeable:
+                    args[i] = args[i].copy()
+        self.node.op.perform(self.node, args, storage)
         return [s[0] for s in storage]
 
 

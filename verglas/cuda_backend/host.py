@@ -229,6 +229,8 @@ def index_args(L, x, arrays, ints, entries, at: int, op_name: str):
                          f"together") from None
     sliced = [x.shape[axis] for axis, e in enumerate(entries) if e[0] == "slice"]
     shape = tuple(sliced[:at]) + block + tuple(sliced[at:])
+    if size(shape) == 0:  # no thread reads the indices: numpy still checks them
+        _check_bounds(L, x, arrays, ints, entries, op_name)
     arrays, ints = iter(arrays), iter(ints)
     args = []
     for e in entries:
@@ -237,6 +239,17 @@ def index_args(L, x, arrays, ints, entries, at: int, op_name: str):
         elif e[0] == "int":
             args.append(next(ints))
     return shape, args
+
+
+def _check_bounds(L, x, arrays, ints, entries, op_name: str) -> None:
+    arrays, ints = iter(arrays), iter(ints)
+    for axis, e in enumerate(entries):
+        if e[0] not in ("array", "int"):
+            continue
+        value = np.asarray(L.to_host(next(arrays)) if e[0] == "array" else next(ints))
+        n = x.shape[axis]
+        if value.size and (value.min() < -n or value.max() >= n):
+            raise IndexError(f"{op_name}: an index is out of bounds for axis {axis} of size {n}")
 
 
 def broadcast_value(L, v, shape, op_name: str):

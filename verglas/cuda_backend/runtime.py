@@ -19,6 +19,7 @@ index-error flags.
 
 from __future__ import annotations
 
+import cmath
 import math
 import threading
 
@@ -117,6 +118,34 @@ class Launcher:
 
 
 # -- the simulator ---------------------------------------------------------------------------------
+class _IEEEMath:
+    """`math` (or `cmath`) for kernels run by the simulator: Python's functions raise on
+    overflow and domain errors (math.exp(1000) is an OverflowError) where the GPU's return
+    inf or NaN; these are numpy's, which do return them."""
+
+    _NUMPY = {"exp": np.exp, "expm1": np.expm1, "log": np.log, "log1p": np.log1p,
+              "sqrt": np.sqrt, "sin": np.sin, "cos": np.cos, "tan": np.tan, "tanh": np.tanh,
+              "pow": np.power, "isinf": np.isinf, "isnan": np.isnan}
+
+    def __init__(self, module):
+        self._module = module
+
+    def __getattr__(self, name):
+        fn = self._NUMPY.get(name)
+        if fn is None:
+            return getattr(self._module, name)
+
+        def ieee(*args):  # in double precision, as the math functions (a float16 exp(13))
+            wide = [np.complex128(a) if np.iscomplexobj(a) else np.float64(a) for a in args]
+            with np.errstate(all="ignore"):
+                return fn(*wide)
+
+        return ieee
+
+
+_SIM_MATH, _SIM_CMATH = _IEEEMath(math), _IEEEMath(cmath)
+
+
 class SimLauncher(Launcher):
     """numba's CUDA simulator with numpy arrays as device buffers (small grids: each simulated
     thread is a Python thread)."""
@@ -135,7 +164,7 @@ class SimLauncher(Launcher):
     def kernel(self, spec):
         handle = self._kernels.get((spec.source, spec.params))
         if handle is None:
-            namespace = {"cuda": self.cuda, "math": math, "np": np}
+            namespace = {"cuda": self.cuda, "math": _SIM_MATH, "cmath": _SIM_CMATH, "np": np}
             exec(compile(spec.source, f"<verglas kernel {spec.name}>", "exec"), namespace)
             handle = SimKernel(spec, self.cuda.jit(namespace[spec.name]), self.fake_array)
             self._kernels[(spec.source, spec.params)] = handle

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from verglas.graph.basic import Constant
+from verglas.scalar_code import HELPERS, arith, helpers_in, loop_dtypes, variant
 from verglas.source import Emitter, cast_expr, literal, np_dtype
 from verglas.ops import scalar as s
 
@@ -141,6 +142,11 @@ class KernelBuilder(Emitter):
         self.params.append((name, ptype))
         return name
 
+    def uses(self, expr: str) -> None:
+        """Paste in the shared helpers `expr` calls (verglas.scalar_code.HELPERS)."""
+        for helper in helpers_in(expr):
+            self.defs[helper] = HELPERS[helper]
+
     def scalar_fn(self, op_name: str) -> str:
         name, src = scalar_def(op_name)
         self.defs[name] = src
@@ -173,11 +179,23 @@ class KernelBuilder(Emitter):
             return [literal(o.data, o.type.dtype) if isinstance(o, Constant) else values[o]
                     for o in inner.outputs]
         (out_dtype,) = out_dtypes
+        loop = loop_dtypes(sop, tuple(arg_dtypes))
+        if loop is not None:  # numpy computes in its loop's dtypes (see verglas.scalar_code)
+            args = [a if d == want else cast_expr(a, want)
+                    for a, d, want in zip(args, arg_dtypes, loop)]
+            arg_dtypes = list(loop)
         name = self.fresh("t")
+        real_out = np.dtype(out_dtype).kind not in "cb"
         if isinstance(sop, (s.Cast, s.Identity)):
             expr = args[0]
+            if np.dtype(arg_dtypes[0]).kind == "c" and real_out:
+                expr = f"({expr}).real"  # numpy keeps the real part
         elif isinstance(sop, (s.Neg, s.Invert)) and arg_dtypes[0] == "bool":
             expr = f"not {args[0]}"
+        elif (special := variant(sop, arg_dtypes)) is not None:
+            self.uses(special)
+            names = dict(zip(("x", "y", "z"), args))
+            expr = re.sub(r"\b[xyz]\b", lambda m: f"({names[m.group(0)]})", special)
         else:
             expr = f"{self.scalar_fn(sop.name)}({', '.join(args)})"
         self.line(f"{name} = {cast_expr(expr, out_dtype)}")
@@ -212,6 +230,8 @@ def _float_min(a, b):
 
 def _extreme_identity(dtype: str, largest: bool) -> str:
     kind = np.dtype(dtype).kind
+    if kind == "c":  # the lexicographic extremes
+        return literal(complex(-np.inf, -np.inf) if largest else complex(np.inf, np.inf), dtype)
     if kind == "f":
         return literal(-np.inf if largest else np.inf, dtype)
     info = np.iinfo(dtype)
@@ -227,11 +247,15 @@ def REDUCERS(kind: str, in_dtype: str, out_dtype: str) -> Reducer:
                        "max({a}, {b})" if largest else "min({a}, {b})",
                        "np.uint8({x} != 0)", "({a} != 0)")
     cast = f"{np_dtype(out_dtype)}({{x}})"
-    if kind == "sum":
-        return Reducer(out_dtype, literal(0, out_dtype), "{a} + {b}", cast, "{a}")
-    if kind == "prod":
-        return Reducer(out_dtype, literal(1, out_dtype), "{a} * {b}", cast, "{a}")
+    if kind in ("sum", "prod"):  # (signed integers wrap around: scalar_code.arith)
+        op, one = ("+", 0) if kind == "sum" else ("*", 1)
+        combine = cast_expr(arith(op, "{a}", "{b}", out_dtype), out_dtype)
+        return Reducer(out_dtype, literal(one, out_dtype), combine, cast, "{a}")
     largest = kind == "max"
+    if np.dtype(out_dtype).kind == "c":  # numpy's lexicographic maximum/minimum
+        helper = "complex_maximum" if largest else "complex_minimum"
+        return Reducer(out_dtype, _extreme_identity(out_dtype, largest),
+                       f"{helper}({{a}}, {{b}})", cast, "{a}")
     if np.dtype(out_dtype).kind == "f":
         comb = _float_max("{a}", "{b}") if largest else _float_min("{a}", "{b}")
     else:
@@ -307,7 +331,8 @@ def copy_kernel(name, src_dtype, dst_dtype, rank: int, mode: str = "set") -> Ker
         index = ", ".join(kb.decompose("i", [f"{dst}.shape[{d}]" for d in range(rank)]))
         value = cast_expr(f"{src}[{index}]", dst_dtype)
         if mode == "add":
-            kb.line(f"{dst}[{index}] = {cast_expr(f'{dst}[{index}] + {value}', dst_dtype)}")
+            total = arith("+", f"{dst}[{index}]", value, dst_dtype)
+            kb.line(f"{dst}[{index}] = {cast_expr(total, dst_dtype)}")
         else:
             kb.line(f"{dst}[{index}] = {value}")
     return kb.spec()
@@ -335,6 +360,7 @@ def reduce_rows_kernel(name, red: Reducer, sop, operands, in_dtype, out_dtype, n
     dest = kb.param("dest", Arr(out_dtype, 1, "C"))
     read, view = _operand_params(kb, operands, nk + nr, "A")
     m, k, g, nsplit = (kb.param(p, Scal("int64")) for p in ("m", "k", "g", "s"))
+    kb.uses(red.combine)
     kb.line(f"sm = cuda.shared.array({threads}, {np_dtype(red.acc)})")
     kb.line("tid = cuda.threadIdx.x")
     kb.line(f"lane = tid % {g}")
@@ -383,6 +409,7 @@ def reduce_cols_kernel(name, red: Reducer, sop, operands, in_dtype, out_dtype, n
     dest = kb.param("dest", Arr(out_dtype, 1, "C"))
     read, view = _operand_params(kb, operands, nk + nr, "A")
     m, k = kb.param("m", Scal("int64")), kb.param("k", Scal("int64"))
+    kb.uses(red.combine)
     kb.line(f"for row in range(cuda.grid(1), {m}, cuda.gridsize(1)):")
     with kb.indent():
         rows = kb.decompose("row", [f"{view}.shape[{d}]" for d in range(nk)], "p")
@@ -464,12 +491,13 @@ def cumsum_kernel(name, in_dtype, out_dtype, rank: int) -> KernelSpec:
     kb.line(f"for row in range(cuda.grid(1), {m}, cuda.gridsize(1)):")
     with kb.indent():
         rows = kb.decompose("row", [f"{x}.shape[{d}]" for d in range(rank - 1)], "p")
-        kb.line(f"acc = {literal(0, out_dtype)}")
+        # -0.0 + v is v for every v: the first element is kept as it is (numpy's accumulate)
+        kb.line(f"acc = {literal(-0.0 if np.dtype(out_dtype).kind in 'fc' else 0, out_dtype)}")
         kb.line(f"for col in range({k}):")
         with kb.indent():
             index = ", ".join(rows + ["col"])
             value = cast_expr(f"{x}[{index}]", out_dtype)
-            kb.line(f"acc = {cast_expr(f'acc + {value}', out_dtype)}")
+            kb.line(f"acc = {cast_expr(arith('+', 'acc', value, out_dtype), out_dtype)}")
             kb.line(f"{out}[{index}] = acc")
     return kb.spec()
 

@@ -446,12 +446,23 @@ def cast_useless(fgraph, node):
     return None
 
 
+def _exact_cast(src: str, dst: str) -> bool:
+    """Whether every value of `src` is exactly a value of `dst` (numpy's "safe" casting says
+    int64 -> float64, which rounds above 2**53)."""
+    if not np.can_cast(src, dst, "safe"):
+        return False
+    s, d = np.dtype(src), np.dtype(dst)
+    if s.kind in "iu" and d.kind in "fc":
+        return np.iinfo(s).bits - (s.kind == "i") <= np.finfo(d).nmant + 1
+    return True
+
+
 @_rule(Elemwise, scalar_tracks=(s.Cast,))
 def cast_cast(fgraph, node):
-    """cast(cast(x, d1), d2) -> cast(x, d2) when the first cast is exact (safe)."""
+    """cast(cast(x, d1), d2) -> cast(x, d2) when the first cast is exact."""
     match node.inputs:
         case [Variable(owner=Apply(op=Elemwise(s.Cast(dtype=d1)), inputs=[x]))] \
-                if np.can_cast(x.dtype, d1, "safe"):
+                if _exact_cast(x.dtype, d1):
             return first(same_as(node.outputs[0], m.cast(x, node.op.scalar_op.dtype)))
 
 

@@ -1,0 +1,98 @@
+"""The random-program fuzzer on the CUDA backend (simulator), and its findings as regression
+tests (each a minimized program that failed)."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import verglas as vg
+from tests.fuzz.check import CONFIGS, check
+from tests.fuzz.generate import generate
+from tests.fuzz.minimize import minimize
+from tests.fuzz.test_regressions import same
+
+PROGRAMS = int(os.environ.get("VERGLAS_FUZZ_PROGRAMS_SIM", "300"))
+
+
+def test_random_programs_match_numpy():
+    np.seterr(all="ignore")
+    config = CONFIGS["cuda_sim"]
+    failures = []
+    for seed in range(PROGRAMS):
+        outcome = check(generate(seed, small=True), config)
+        if not outcome.ok:
+            failures.append((seed, outcome))
+    if failures:
+        seed, outcome = failures[0]
+        small = minimize(generate(seed, small=True), config, outcome.signature, budget=60)
+        pytest.fail(f"{len(failures)} of {PROGRAMS} programs failed: "
+                    f"{[(s, o.signature) for s, o in failures[:20]]}\nseed {seed}: "
+                    f"{outcome.detail[:2000]}\nminimized:\n{small}")
+
+
+def run(inputs, outputs, values):
+    return [vg.asnumpy(o) for o in vg.compile(inputs, outputs, device="cuda")(*values)]
+
+
+def t(name, shape, dtype):
+    return vg.tensor(name, shape=shape, dtype=dtype)
+
+
+def test_float_functions_convert_integer_and_bool_arguments_first():
+    """sigmoid(bool) negated a numpy bool; sigmoid(uint16 65535) wrapped -x around."""
+    b, u = t("b", (None,), "bool"), t("u", (None,), "uint16")
+    bs, us = np.array([True, False]), np.array([65535, 3], np.uint16)
+    got = run([b, u], [vg.sigmoid(b), -vg.sigmoid(u)], [bs, us])
+    same(got[0], (1 / (1 + np.exp(-bs.astype(np.float16)))).astype(np.float16), rtol=1e-3)
+    same(got[1], -(1 / (1 + np.exp(-us.astype(np.float32)))), rtol=1e-6)
+
+
+def test_simulated_math_overflows_to_inf():
+    """Python's math and cmath raise on overflow where a GPU returns inf (cos of a complex
+    with a large imaginary part; exp(13) in float16 computed in double, as on the device)."""
+    z, h = t("z", (), "complex64"), t("h", (None,), "float16")
+    zs = np.array(0.0467 - 1540.97j, np.complex64)
+    hs = np.array([11.0, 4.0, 13.0], np.float16)
+    got = run([z, h], [vg.cos(z), vg.softplus(h)], [zs, hs])
+    with np.errstate(all="ignore"):
+        same(got[0], np.cos(zs))
+        same(got[1], np.logaddexp(0, hs.astype(np.float64)).astype(np.float16), rtol=1e-3)
+
+
+def test_complex_literals_and_reductions():
+    x, z = t("x", (None,), "float64"), t("z", (None, None), "complex128")
+    xs, zs = np.array([0.0, 2.0]), np.array([[2 + 0j, 1 - 3j]])
+    got = run([x, z], [vg.clip(x, 1j, float("nan")), vg.min(z), vg.max(z, axis=1)], [xs, zs])
+    same(got[0], np.clip(xs, 1j, np.nan))
+    same(got[1], np.min(zs))
+    same(got[2], np.max(zs, axis=1))
+
+
+def test_cumsum_and_casts_as_numpy():
+    x, i = t("x", (None, None), "float64"), t("i", (None,), "int64")
+    xs, big = np.array([[-0.0]]), np.array([-7067356314067703396], np.int64)
+    got = run([x, i], [vg.cumsum(x, axis=0), i.astype("float64").astype("int64")], [xs, big])
+    same(got[0], np.cumsum(xs, axis=0))
+    same(got[1], big.astype(np.float64).astype(np.int64))
+
+
+def test_empty_update_still_checks_its_indices():
+    x = t("x", (None, None, None), "float32")
+    v = vg.transpose(x, axes=(1, 2, 0))
+    f = vg.compile([x], vg.set_subtensor(v[:0:1, np.array([2, 2, 0, 2], "int32"), 0], 0.0),
+                   device="cuda")
+    with pytest.raises(IndexError):
+        f(np.array([[[-1.0]]], np.float32))
+
+
+def test_inplace_host_step_on_a_constant():
+    """An inplace step run on the host wrote into a read-only constant."""
+    x0, x1 = t("x0", (None,), "uint64"), t("x1", (None,), "bool")
+    v2 = vg.scan(lambda s0: vg.sqr(vg.imag(vg.cast(s0, "uint64"))), sequences=[x0])
+    out = vg.matmul(vg.softmax(vg.imag(vg.reciprocal(v2)), axis=0), x1)
+    a, b = np.array([5, 5, 5], np.uint64), np.array([True, True, True])
+    ref = vg.compile([x0, x1], out, mode="reference")(a, b)
+    same(run([x0, x1], [out], [a, b])[0], ref)

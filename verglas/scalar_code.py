@@ -1,0 +1,169 @@
+"""How generated code writes a scalar op, shared by both backends: numpy's semantics where a
+scalar op's one `impl` (written for floats) is not enough.
+
+- `loop_dtypes`: numpy computes a ufunc in its loop's dtypes (float32 ** int32 in float64,
+  int64 < float64 in float64); generated code converts the arguments first, as numpy does.
+- `variant`: the expression (over x, y, z) an op takes for arguments of other kinds: complex
+  numbers (cmath, numpy's lexicographic order, Smith's division), signed integers (numpy
+  wraps around; numba marks signed +, -, * no-signed-wrap, so LLVM may assume no overflow:
+  it folded x + INT64_MIN into x | INT64_MIN), integers' floor, the parts of a real number.
+- `HELPERS`: the functions those expressions call, as source using only math, cmath and np:
+  the CPU backend jits them, CUDA kernels paste them in as nested functions.
+
+An expression names `ITYPE` where it needs the arguments' dtype (np.<dtype>).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+import numpy as np
+
+__all__ = ["loop_dtypes", "variant", "helpers_in", "HELPERS", "arith"]
+
+
+@functools.cache
+def loop_dtypes(sop, dtypes: tuple) -> tuple | None:
+    """The input dtypes of the numpy loop `sop`'s ufunc uses for arguments of `dtypes`, or
+    None (no ufunc, or no such loop)."""
+    ufunc = getattr(sop, "ufunc", None)
+    if ufunc is None and len(dtypes) == 1 and getattr(sop, "nin", 0) == 1 \
+            and type(sop).__name__ != "Cast":
+        # a float function without a ufunc (sigmoid, softplus, erf): numpy-like, it computes in
+        # its result's float dtype (an integer or bool argument converted first)
+        try:
+            (out,) = sop.output_dtypes(*dtypes)
+        except TypeError:
+            return None
+        return (out,) if np.dtype(out).kind in "fc" and np.dtype(dtypes[0]).kind in "biu" \
+            else None
+    if ufunc is None or len(dtypes) != ufunc.nin:
+        return None
+    try:
+        loop = ufunc.resolve_dtypes(tuple(np.dtype(d) for d in dtypes) + (None,) * ufunc.nout)
+    except (TypeError, ValueError):
+        return None
+    return tuple(d.name for d in loop[:ufunc.nin])
+
+
+# complex arguments: cmath, and numpy's definitions where they differ from Python's
+_COMPLEX = {
+    "exp": "cmath.exp(x)", "log": "cmath.log(x)", "sqrt": "cmath.sqrt(x)",
+    "sin": "cmath.sin(x)", "cos": "cmath.cos(x)", "tan": "cmath.tan(x)",
+    "tanh": "cmath.tanh(x)", "expm1": "(cmath.exp(x) - 1)", "log1p": "cmath.log(1 + x)",
+    "isinf": "cmath.isinf(x)", "sign": "complex_sign(x)",
+    "lt": "complex_lt(x, y)", "le": "complex_le(x, y)", "gt": "complex_lt(y, x)",
+    "ge": "complex_le(y, x)", "maximum": "complex_maximum(x, y)",
+    "minimum": "complex_minimum(x, y)", "clip": "complex_minimum(complex_maximum(x, y), z)",
+    "true_div": "complex_divide(x, y)", "reciprocal": "complex_divide(1, x)",
+}
+# signed integers: in uint64, where +, - and * wrap around (the cast to the result's dtype
+# keeps the low bits); INT_MIN // -1 is INT_MIN (numba's // gives 0)
+_SIGNED = {
+    "add": "(np.uint64(x) + np.uint64(y))", "sub": "(np.uint64(x) - np.uint64(y))",
+    "mul": "(np.uint64(x) * np.uint64(y))", "neg": "(np.uint64(0) - np.uint64(x))",
+    "floor_div": "(ITYPE(np.uint64(0) - np.uint64(x)) if y == -1 else x // y)",
+}
+_INTEGER = {"floor": "x", "ceil": "x"}  # an integer is its own floor (math.floor goes through a
+# float: int64 values lose their low bits)
+_REAL = {"real": "x", "conj": "x", "imag": "0"}
+
+
+def variant(sop, arg_dtypes) -> str | None:
+    """The expression of `sop` for arguments of `arg_dtypes` (already numpy's loop dtypes)
+    where its `impl` does not give numpy's result, else None."""
+    kinds = {np.dtype(d).kind for d in arg_dtypes}
+    name = sop.name
+    if "c" in kinds:
+        return _COMPLEX.get(name)
+    if kinds <= {"i", "u", "b"} and name in _INTEGER:
+        return _INTEGER[name]
+    if name in _REAL:
+        return _REAL[name]
+    if kinds == {"i"} and len(set(arg_dtypes)) == 1 and name in _SIGNED:
+        return _SIGNED[name].replace("ITYPE", f"np.{arg_dtypes[0]}")
+    return None
+
+
+def arith(op: str, a: str, b: str, dtype: str) -> str:
+    """`a op b` (op "+" or "*") computed in `dtype` with numpy's wraparound; the caller
+    converts the result to `dtype`."""
+    if np.dtype(dtype).kind == "i":
+        return f"(np.uint64({a}) {op} np.uint64({b}))"
+    return f"({a} {op} {b})"
+
+
+def helpers_in(expr: str) -> list[str]:
+    """The HELPERS an expression calls (helpers calling helpers first)."""
+    found: list[str] = []
+    seen: set[str] = set()
+
+    def visit(text):
+        for name in re.findall(r"\bcomplex_\w+", text):
+            if name not in seen:
+                seen.add(name)
+                visit(HELPERS[name])
+                found.append(name)
+
+    visit(expr)
+    return found
+
+
+HELPERS = {
+    "complex_lt": '''def complex_lt(a, b):
+    """numpy's a < b for complex numbers: by real part, then imaginary part; NaN is false."""
+    if a.real < b.real:
+        return a.imag == a.imag and b.imag == b.imag
+    return a.real == b.real and a.imag < b.imag
+''',
+    "complex_le": '''def complex_le(a, b):
+    """numpy's a <= b for complex numbers (see complex_lt)."""
+    if a.real < b.real:
+        return a.imag == a.imag and b.imag == b.imag
+    return a.real == b.real and a.imag <= b.imag
+''',
+    "complex_maximum": '''def complex_maximum(a, b):
+    """numpy's maximum of complex numbers: a NaN first operand wins, then a >= b keeps a."""
+    if a != a or complex_le(b, a):
+        return a
+    return b
+''',
+    "complex_minimum": '''def complex_minimum(a, b):
+    """numpy's minimum of complex numbers (see complex_maximum)."""
+    if a != a or complex_le(a, b):
+        return a
+    return b
+''',
+    "complex_sign": '''def complex_sign(z):
+    """numpy's sign of a complex number: z / |z|, 0 for 0, and for an infinite part the sign
+    of that part (NaN when both are infinite)."""
+    re_inf, im_inf = math.isinf(z.real), math.isinf(z.imag)
+    if re_inf and im_inf:
+        return complex(math.nan, math.nan)
+    if re_inf:
+        return complex(1.0 if z.real > 0 else -1.0, 0.0)
+    if im_inf:
+        return complex(0.0, 1.0 if z.imag > 0 else -1.0)
+    if z.real == 0 and z.imag == 0:
+        return complex(0.0, 0.0)
+    a = abs(z)
+    return complex(z.real / a, z.imag / a)
+''',
+    "complex_divide": '''def complex_divide(a, b):
+    """numpy's complex quotient a / b: Smith's algorithm (scaled by the larger part of b, so
+    no intermediate overflows needlessly); a zero b gives inf or NaN parts, not an error."""
+    a = np.complex128(a)
+    b = np.complex128(b)
+    br, bi = b.real, b.imag
+    if abs(br) >= abs(bi):
+        if br == 0 and bi == 0:
+            return complex(a.real / abs(br), a.imag / abs(br))
+        ratio = bi / br
+        scale = 1.0 / (br + bi * ratio)
+        return complex((a.real + a.imag * ratio) * scale, (a.imag - a.real * ratio) * scale)
+    ratio = br / bi
+    scale = 1.0 / (bi + br * ratio)
+    return complex((a.real * ratio + a.imag) * scale, (a.imag * ratio - a.real) * scale)
+''',
+}

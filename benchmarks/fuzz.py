@@ -168,6 +168,18 @@ def run_config(config: str, seeds: range, jobs: int, small: bool, minimize: int,
             "counts": counts, "seconds": seconds, "failures": failures}
 
 
+def _commit() -> str:
+    """The checkout's commit (a seed names a program of this generator), '+' if modified."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                              capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=ROOT, capture_output=True, text=True).stdout.strip()
+        return head + ("+" if dirty else "")
+    except OSError:
+        return "unknown"
+
+
 def _markdown(record: dict) -> str:
     rows = []
     for r in record["results"]:
@@ -177,7 +189,8 @@ def _markdown(record: dict) -> str:
                      str(c.get("unsafe", 0)), f"{r['seeds'][0]}-{r['seeds'][1] - 1}",
                      f"{r['seconds']:.0f} s"])
     lines = [f"# Differential fuzzing against numpy ({record['device']})", "",
-             report.describe(record), "",
+             report.describe(record), f"- commit: {record['commit']} (the generator a seed "
+             f"names)", "",
              report.table(["configuration", "programs", "ok", "mismatch", "raised", "crash",
                            "unsafe", "seeds", "time"], rows, markdown=True)]
     for r in record["results"]:
@@ -228,7 +241,8 @@ def main(argv=None) -> int:
     record = report.header(args.device)
     if args.device == "cuda":
         record["device"] = "cuda (numba's CUDA simulator)"
-    record.update({"programs_per_config": args.programs, "small": small, "results": []})
+    record.update({"programs_per_config": args.programs, "small": small, "results": [],
+                   "commit": _commit()})
     failed = False
     for config in configs:
         print(f"{config}: {len(seeds)} programs, seeds {seeds.start}-{seeds.stop - 1}",

@@ -81,6 +81,8 @@ def variant(sop, arg_dtypes) -> str | None:
         return _INTEGER[name]
     if name in _REAL:
         return _REAL[name]
+    if name == "pow" and kinds <= {"i", "u", "b"}:
+        return "int_power(x, y)"
     if kinds == {"i"} and len(set(arg_dtypes)) == 1 and name in _SIGNED:
         return _SIGNED[name].replace("ITYPE", f"np.{arg_dtypes[0]}")
     return None
@@ -100,8 +102,8 @@ def helpers_in(expr: str) -> list[str]:
     seen: set[str] = set()
 
     def visit(text):
-        for name in re.findall(r"\bcomplex_\w+", text):
-            if name not in seen:
+        for name in re.findall(r"\b\w+(?=\()", text):
+            if name in HELPERS and name not in seen:
                 seen.add(name)
                 visit(HELPERS[name])
                 found.append(name)
@@ -111,6 +113,21 @@ def helpers_in(expr: str) -> list[str]:
 
 
 HELPERS = {
+    "int_power": '''def int_power(x, y):
+    """numpy's integer power: an error for a negative exponent, else repeated squaring with
+    wraparound (in uint64: the caller keeps the result's low bits)."""
+    if y < 0:
+        raise ValueError("Integers to negative integer powers are not allowed.")
+    result = np.uint64(1)
+    base = np.uint64(x)
+    e = np.uint64(y)
+    while e > 0:
+        if e & np.uint64(1):
+            result = result * base
+        base = base * base
+        e = e >> np.uint64(1)
+    return result
+''',
     "complex_lt": '''def complex_lt(a, b):
     """numpy's a < b for complex numbers: by real part, then imaginary part; NaN is false."""
     if a.real < b.real:

@@ -68,8 +68,8 @@ class Outcome:
         """What kind of failure this is, without the values (a minimized program must keep
         failing the same way)."""
         if self.status == "raised":
-            m = re.match(r"numpy (returned|raised \w+), verglas (raised \w+|returned)",
-                         self.detail)
+            m = re.search(r"numpy (returned|raised \w+), verglas (raised \w+|returned)",
+                          self.detail)
             return f"raised: {m.group(0) if m else self.detail[:40]}"
         if self.status == "mismatch":
             m = re.search(r"(dtype|shape|values differ|two calls|part)", self.detail)
@@ -122,26 +122,62 @@ def _compile(program: Program, config: Config):
     single = len(outputs) == 1 and program.seed % 2 == 0  # both spellings of one output
     f = vg.compile(inputs, outputs[0] if single else outputs, device=config.device,
                    mode=config.mode)
-    if config.general:  # every call through the general program
-        f._runner = f._runner.general_runner()
-        f._fast = f._call_checked
     return f, single
 
 
+def _use_general(f) -> None:
+    """Make every call of `f` run its general (run-time broadcasting) program."""
+    f._runner = f._runner.general_runner()
+    f._fast = f._call_checked
+
+
 def check(program: Program, config: Config, expected: Expected | None = None) -> Outcome:
-    """Compile and run `program` as `config` says; judge it against numpy."""
+    """Compile and run `program` as `config` says; judge it against numpy. The general
+    configuration judges the specialized program first (it is compiled anyway)."""
     if expected is None:
         expected = expect(program, rewrites=config.mode != "reference")
     for key, value in config.env:
         if os.environ.get(key) != value:
             raise RuntimeError(f"configuration {config.name} needs {key}={value} in the "
                                f"environment before verglas is imported")
-    built = False
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             f, single = _compile(program, config)
-            built = True
+    except CLEAR_ERRORS as exc:
+        return _raised(exc, expected, built=False)
+    except Exception as exc:  # anything else is a crash, whatever numpy did
+        return Outcome("crash", f"{type(exc).__name__}: {str(exc)[:2000]}\n{_short_tb()}")
+    if config.general:
+        outcome = _run(f, single, program, expected)
+        if not outcome.ok:
+            return Outcome(outcome.status, f"(the specialized program) {outcome.detail}")
+        try:
+            _use_general(f)
+        except Exception as exc:
+            return Outcome("crash", f"{type(exc).__name__}: {str(exc)[:2000]}\n{_short_tb()}")
+    return _run(f, single, program, expected)
+
+
+def _raised(exc, expected: Expected, built: bool) -> Outcome:
+    if expected.error is not None and _same_kind(exc, expected.error):
+        return Outcome("ok")
+    if expected.error is IndexError and not built:
+        # an index out of bounds is a run-time fact: verglas found another error of the
+        # program (a static one) first
+        return Outcome("ok")
+    if expected.error is not None:
+        return Outcome("raised", f"numpy raised {expected.error.__name__}, verglas "
+                                 f"{type(exc).__name__}: {exc}")
+    return Outcome("raised", f"numpy returned, verglas raised {type(exc).__name__}: "
+                             f"{exc}\n{_short_tb()}")
+
+
+def _run(f, single: bool, program: Program, expected: Expected) -> Outcome:
+    """Call `f` twice on fresh arguments and judge what it returns."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
             args = [inp.argument() for inp in program.inputs]
             copies = [_snapshot(a) for a in args]
             first = f(*args)
@@ -150,17 +186,7 @@ def check(program: Program, config: Config, expected: Expected | None = None) ->
             kept = [np.array(o, copy=True) for o in first]
             second = f(*[inp.argument() for inp in program.inputs])
     except CLEAR_ERRORS as exc:
-        if expected.error is not None and _same_kind(exc, expected.error):
-            return Outcome("ok")
-        if expected.error is IndexError and not built:
-            # an index out of bounds is a run-time fact: verglas found another error of the
-            # program (a static one) first
-            return Outcome("ok")
-        if expected.error is not None:
-            return Outcome("raised", f"numpy raised {expected.error.__name__}, verglas "
-                                     f"{type(exc).__name__}: {exc}")
-        return Outcome("raised", f"numpy returned, verglas raised {type(exc).__name__}: "
-                                 f"{exc}\n{_short_tb()}")
+        return _raised(exc, expected, built=True)
     except Exception as exc:  # anything else is a crash, whatever numpy did
         return Outcome("crash", f"{type(exc).__name__}: {str(exc)[:2000]}\n{_short_tb()}")
     if expected.error is not None:

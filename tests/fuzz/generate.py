@@ -418,7 +418,8 @@ def _plan_reduce(g):
     ndim = g.values[k].ndim
     name = g.pick(REDUCTIONS)
     axis = g.axis_for(ndim, allow_tuple=name not in ("argmax", "argmin"))
-    return [Node("reduce", (V(k),), {"name": name, "axis": axis, "keepdims": g.chance(0.3)})]
+    return [Node("reduce", (V(k),), {"name": name, "axis": axis, "keepdims": g.chance(0.3),
+                                     "spelling": g.pick(("function", "method"))})]
 
 
 def _plan_cumsum(g):
@@ -646,7 +647,8 @@ def _plan_ofg(g):
     outs = [last]
     if g.chance(0.4):  # an output nobody uses, or one that is an input
         outs.append(int(g.rng.integers(0, len(values))))
-    return [Node("ofg", tuple(V(k) for k in ks), {"body": nodes, "outs": outs, "use": 0})]
+    return [Node("ofg", tuple(V(k) for k in ks), {"body": nodes, "outs": outs, "use": 0,
+                                                  "inline": g.chance(0.25)})]
 
 
 def _plan_scan(g):

@@ -362,7 +362,7 @@ class NumpyXP:
         return np.full_like(a, value, dtype=dtype)
 
     # -- reductions ----------------------------------------------------------------------------
-    def reduce(self, a, name, axis=None, keepdims=False):
+    def reduce(self, a, name, axis=None, keepdims=False, spelling="function"):
         a = np.asarray(a)
         if name in ("argmax", "argmin"):
             return np.asarray(getattr(np, name)(a, axis=axis, keepdims=keepdims))
@@ -551,7 +551,7 @@ class NumpyXP:
         return np.full(shape, value, dtype)
 
     # -- inner graphs ----------------------------------------------------------------------------
-    def ofg(self, *args, body, outs, use=0):
+    def ofg(self, *args, body, outs, use=0, inline=False):
         from tests.fuzz.program import evaluate
 
         return evaluate(body, self, [np.asarray(a) for a in args])[outs[use]]

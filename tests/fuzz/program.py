@@ -148,7 +148,9 @@ class VerglasXP:
             return vg.full_like(a, value, dtype)
         return getattr(vg, name)(a, dtype)
 
-    def reduce(self, a, name, axis=None, keepdims=False):
+    def reduce(self, a, name, axis=None, keepdims=False, spelling="function"):
+        if spelling == "method" and isinstance(a, vg.graph.basic.Variable):
+            return getattr(a, name)(axis=axis, keepdims=keepdims)
         return getattr(vg, name)(a, axis=axis, keepdims=keepdims)
 
     def cumsum(self, a, axis=None):
@@ -203,10 +205,10 @@ class VerglasXP:
         return getattr(vg, kind)(shape, dtype)
 
     # -- inner graphs ----------------------------------------------------------------------------
-    def ofg(self, *args, body, outs, use=0):
+    def ofg(self, *args, body, outs, use=0, inline=False):
         inner = [_tensor_like(vg.as_tensor(a), f"i{k}") for k, a in enumerate(args)]
         values = evaluate(body, self, inner)
-        op = vg.OpFromGraph(inner, [values[o] for o in outs])
+        op = vg.OpFromGraph(inner, [values[o] for o in outs], inline=inline)
         result = op(*args)
         return result[use] if isinstance(result, (list, tuple)) else result
 
@@ -290,8 +292,10 @@ def _node_source(node, names, namer) -> str:
         return f"vg.{fn}({args[0]}[{_index_source(kw['template'], args[2:])}], {args[1]})"
     if m in ("ofg", "scan_map", "scan_acc"):
         return _inner_source(node, args, namer)
+    if m == "reduce" and kw.get("spelling") == "method":
+        return f"{args[0]}.{kw['name']}(axis={kw['axis']!r}, keepdims={kw['keepdims']!r})"
     if m in ("reduce", "nn", "like"):
-        rest = ", ".join(f"{k}={v!r}" for k, v in kw.items() if k != "name")
+        rest = ", ".join(f"{k}={v!r}" for k, v in kw.items() if k not in ("name", "spelling"))
         return f"vg.{kw['name']}({args[0]}{', ' + rest if rest else ''})"
     if m == "matmul" and kw.get("spelling") == "operator":
         return f"{args[0]} @ {args[1]}"
@@ -323,7 +327,8 @@ def _inner_source(node, args, namer) -> str:
         params = [f"i{k}" for k in range(n_in)]
         body = _body_lines(kw["body"], params, namer)
         outs = ", ".join(_body_names(kw["body"], params)[o] for o in kw["outs"])
-        head = f"vg.OpFromGraph([{', '.join(params)}], [{outs}])"
+        inline = ", inline=True" if kw.get("inline") else ""
+        head = f"vg.OpFromGraph([{', '.join(params)}], [{outs}]{inline})"
         return (f"{head}({', '.join(args)})[{kw.get('use', 0)}]"
                 f"  # where, inside: {'; '.join(body)}")
     if node.method == "scan_map":

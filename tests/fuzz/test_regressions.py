@@ -328,3 +328,42 @@ def test_cumsum_keeps_the_first_elements_sign():
     same(got[0], np.cumsum(xs))
     same(got[1], np.cumsum(xs, axis=0))
     same(got[2], np.cumsum(xs, axis=1))
+
+
+def test_maximum_with_a_uniform_constant_keeps_negative_zero():
+    """maximum(full(0.0), x) read the constant as a frozen array: LLVM turned the vectorized
+    select into x <= 0 ? 0 : x, losing -0.0 (now a one-value constant is a literal)."""
+    x = t("x", (None, None), F16)
+    xs = np.array([[0.0], [-0.0], [10000.0]], np.float16)
+    same(run([x], vg.maximum(vg.full((5,), 0.0), x), [xs]), np.maximum(np.full(5, 0.0), xs))
+
+
+def test_integer_power_as_numpy():
+    """x ** y of integers: repeated squaring that wraps around, and an error for a negative
+    exponent (it returned garbage)."""
+    x, y = t("x", (None,), "int32"), t("y", (None,), "int32")
+    a, b = np.array([3, -2, 7, 0, 2], np.int32), np.array([7, 3, 20, 0, 31], np.int32)
+    f = vg.compile([x, y], x ** y)
+    same(f(a, b), a ** b)
+    with pytest.raises(ValueError, match="negative"):
+        f(a, -b)
+
+
+def test_elementwise_over_one_element_inputs_only():
+    """Every input of a fused op one element (a reshaped 0-d input and constants): no array
+    input gave the output's length (fast_compile: StopIteration while generating code)."""
+    x, u = t("x", (), F64), t("u", (), "uint32")
+    v = vg.reshape(x, (-1,))
+    out = vg.ceil(vg.maximum(3, vg.where(v, -1, 3.4e38)))
+    xs, us = np.array(0.0), np.array(1428648192, np.uint32)
+    for mode in ("fast_run", "fast_compile"):
+        same(run([x, u], out, [xs, us], mode),
+             np.ceil(np.maximum(3, np.where(xs.reshape(-1), -1, 3.4e38))))
+
+
+def test_integer_division_and_modulo_by_zero_give_zero():
+    x, y = t("x", (None,), "int32"), t("y", (None,), "int32")
+    a, b = np.array([7, -7, 0, -2**31], np.int32), np.array([0, 0, 0, -1], np.int32)
+    with np.errstate(all="ignore"):
+        same(run([x, y], x // y, [a, b]), a // b)
+        same(run([x, y], x % y, [a, b]), a % b)

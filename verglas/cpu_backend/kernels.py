@@ -242,6 +242,15 @@ def _bdim(a, b):
     return -1
 
 
+def _uniform(data: np.ndarray) -> bool:
+    """Whether every element of a constant is the same value (bit for bit)."""
+    if data.size == 0:
+        return False
+    flat = data.reshape(-1)
+    return data.size == 1 or bool(np.all(flat.view(np.uint8).reshape(flat.size, -1)
+                                         == flat[:1].view(np.uint8)))
+
+
 @emit.register(Elemwise)
 def _emit_elemwise(op, ctx) -> None:
     node = ctx.node
@@ -251,8 +260,10 @@ def _emit_elemwise(op, ctx) -> None:
     sources = {}
     for i, var in enumerate(node.inputs):
         data = ctx.constant_value(i)
-        if data is not None and data.size == 1 and all(d == 1 for d in var.type.shape):
-            sources[i] = ("const", data.reshape(()))
+        if data is not None and _uniform(data):
+            # one value (broadcast): a literal, not a frozen array LLVM reads element by
+            # element (it then mistook maximum(0.0, -0.0) for 0.0 in vectorized loops)
+            sources[i] = ("const", data.reshape(-1)[:1].reshape(()))
         elif ctx.scalar(i) is not None:  # a known one-element buffer
             sources[i] = ("read", ctx.scalar(i))
         elif all(d == 1 for d in var.type.shape):
@@ -497,8 +508,13 @@ def _proven_dims(ctx, arrays, modes) -> list[str]:
         if static is not None:
             dims.append(str(static))
         else:
-            src = next(name for i, name in arrays if modes[i][axis] == "full")
-            dims.append(f"{src}.shape[{axis}]")
+            src = next((name for i, name in arrays if modes[i][axis] == "full"), None)
+            if src is not None:
+                dims.append(f"{src}.shape[{axis}]")
+                continue
+            # no array input spans the axis: the one-element inputs and constants say it
+            fixed = {v.type.shape[axis] for v in ctx.node.inputs} - {None, 1}
+            dims.append(str(fixed.pop()) if fixed else "1")
     return dims
 
 

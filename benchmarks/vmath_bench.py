@@ -1,5 +1,14 @@
-"""Accuracy and speed of verglas.cpu_backend.vmath against numpy and numba's math.* loops."""
+"""Accuracy and speed of verglas.cpu_backend.vmath against numpy and numba's math.* loops.
 
+    python benchmarks/vmath_bench.py [names...] [--against OLD_VMATH.py]
+
+``--against`` loads another vmath module from a file (e.g. ``git show
+HEAD~1:verglas/cpu_backend/vmath.py > /tmp/vmath_old.py``) and times its kernels interleaved
+with the current ones (rounds of 10 calls each, alternating), so the two minima see the same
+machine noise.  Whole-domain accuracy is tests/cpu_backend/test_vmath_domain.py's table.
+"""
+
+import importlib.util
 import math
 import sys
 import time
@@ -83,21 +92,35 @@ def _loop(expr, binary):
     return scope["loop"]
 
 
-def _best(f, *a, reps=20):
-    f(*a)
-    ts = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        f(*a)
-        ts.append(time.perf_counter() - t)
-    return min(ts) * 1e3
+def _best(*fs, args, rounds=2, reps=10):
+    """Minimum time in ms of each f(*args), the f interleaved in rounds of `reps` calls."""
+    for f in fs:
+        f(*args)
+    ts = [[] for _ in fs]
+    for _ in range(rounds):
+        for f, t_f in zip(fs, ts):
+            for _ in range(reps):
+                t = time.perf_counter()
+                f(*args)
+                t_f.append(time.perf_counter() - t)
+    return [min(t_f) * 1e3 for t_f in ts]
 
 
-def main(names):
+def _load(path):
+    """A vmath module loaded from a file (an older version, say)."""
+    spec = importlib.util.spec_from_file_location("vmath_against", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def main(names, against=None):
     """Print one table row per (function, dtype)."""
     rng = np.random.default_rng(0)
+    old = _load(against) if against else None
     print(f"{'function':9} {'dtype':7} {'ulp':>6} {'relerr':>8} {'np ulp':>6}  "
-          f"{'vmath':>6} {'numpy':>6} {'math':>6} ms  simd")
+          f"{'vmath':>6} {'numpy':>6} {'math':>6} ms  simd"
+          + ("    before  ratio" if old else ""))
     for name in names:
         for dtype in (np.float32, np.float64):
             dt = np.dtype(dtype).name
@@ -131,15 +154,27 @@ def main(names):
             xt = rng.uniform(lo, hi, N).astype(dtype)
             at = (xt, rng.uniform(-5, 5, N).astype(dtype)) if binary else (xt,)
             ot = np.empty_like(xt)
-            tv = _best(vloop, *at, ot)
-            tn = _best(lambda: npf(*at, out=ot))
-            tm = _best(mloop, *at, ot)
+            tn, tm = _best(lambda *a: npf(*a[:-1], out=a[-1]), mloop, args=(*at, ot))
+            if old is not None:
+                oloop = _loop("f(v, w)" if binary else "f(v)", binary)
+                oloop.__globals__["f"] = old.VMATH[(name, dt)]
+                tv, to = _best(vloop, numba.njit(fastmath=FM)(oloop), args=(*at, ot), rounds=5)
+            else:
+                (tv,) = _best(vloop, args=(*at, ot))
             asm = vloop.inspect_asm(vloop.signatures[0])
             simd = ("zmm" if "zmm" in asm else "ymm" if "ymm" in asm else "-") + (
                 " call" if "call" in asm.split("__gufunc")[0] and "call\t" in asm else "")
+            extra = f"  {to:6.2f} {tv / to:6.2f}" if old is not None else ""
             print(f"{name:9} {dt:7} {err.max():6.2f} {float(rel.max()):8.1e} "
-                  f"{nperr.max():6.2f}  {tv:6.2f} {tn:6.2f} {tm:6.2f}     {simd}", flush=True)
+                  f"{nperr.max():6.2f}  {tv:6.2f} {tn:6.2f} {tm:6.2f}     {simd:8}{extra}",
+                  flush=True)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:] or list(_MATH))
+    args = sys.argv[1:]
+    against = None
+    if "--against" in args:
+        i = args.index("--against")
+        against = args[i + 1]
+        del args[i:i + 2]
+    main(args or list(_MATH), against)

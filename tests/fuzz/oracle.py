@@ -172,15 +172,21 @@ class NumpyXP:
             ok = np.all(np.isfinite(values)) and np.all(values == np.round(values))
             return bool(ok) and bool(np.all(np.asarray(bound) < 2.0 ** mant))
 
-    def _summed(self, out, magnitude, count):
+    def _summed(self, out, magnitude, count, finite=None):
         """A sum (or sum-like) result moved within any summation order's error. A complex
         sum that overflowed is any mix of inf and NaN (it depends on the order and on how
-        the products were formed): random."""
+        the products were formed): random. So is a sum whose finite terms' magnitudes
+        (`finite`, summed wide) exceed the dtype: one order (or an FMA) overflows where
+        another does not (inf - huge is inf, or NaN once huge overflowed)."""
         if self.rng is None or not _is_float(out):
             return out
         out = np.asarray(out)
         if out.dtype.kind == "c":
             out = self._random_fill(out, ~np.isfinite(out))
+        if finite is not None:
+            with np.errstate(all="ignore"):
+                big = np.asarray(finite) > float(np.finfo(out.real.dtype).max)
+            out = self._random_fill(out, np.broadcast_to(big, out.shape))
         eps = np.finfo(out.real.dtype).eps
         n = np.maximum(np.asarray(count, np.float64) - 1, 0)
         amount = SUM_SLACK * eps * n * np.asarray(magnitude, np.float64)
@@ -412,7 +418,8 @@ class NumpyXP:
         if self._exactly_integral(a, mag):
             return out
         count = a.size // max(out.size, 1) if out.size else 0
-        return self._summed(out, mag, count)
+        finite = np.sum(_finite_abs(a), axis=axis, keepdims=keepdims)
+        return self._summed(out, mag, count, finite)
 
     def cumsum(self, a, axis=None):
         a = np.asarray(a)
@@ -428,7 +435,8 @@ class NumpyXP:
         if out.ndim:
             shape[ax] = out.shape[ax]
         count = np.arange(1, out.shape[ax] + 1).reshape(shape) if out.ndim else 1
-        return self._summed(out, mag, count)
+        finite = np.cumsum(_finite_abs(flat), axis=0 if axis is None else axis)
+        return self._summed(out, mag, count, finite)
 
     def nn(self, a, name, axis=-1, keepdims=False):
         """softmax, log_softmax and logsumexp as numpy compositions (scipy's semantics:
@@ -479,7 +487,9 @@ class NumpyXP:
         k = np.asarray(a).shape[-1] if np.ndim(a) else 1
         if self._exactly_integral(a, mag) and self._exactly_integral(b, mag):
             return out
-        return self._summed(out, mag, k + 1)
+        with np.errstate(all="ignore"):
+            finite = np.asarray(fn(_finite_abs(a), _finite_abs(b)))
+        return self._summed(out, mag, k + 1, finite)
 
     # -- shapes and indexing ---------------------------------------------------------------------
     def reshape(self, a, shape, spelling="function"):
@@ -574,6 +584,14 @@ class NumpyXP:
             trace.append(h)
         trace = np.stack(trace)
         return trace[-1] if last else trace
+
+
+def _finite_abs(a):
+    """|a| with its non-finite elements 0, in a dtype wide enough not to overflow."""
+    a = np.asarray(a)
+    wide = np.longdouble if a.dtype.itemsize >= 8 else np.float64
+    mag = np.abs(a).astype(wide)
+    return np.where(np.isfinite(mag), mag, 0)
 
 
 def _exact_product(a, b, p):

@@ -72,8 +72,9 @@ def emit(op, ctx) -> None:
 
 
 # -- scalar code -----------------------------------------------------------------------------
-# vmath's pow is not exact on integer powers (3.0**2 != 9.0): keep the libm one.
-_EXACT_ONLY = frozenset({"pow"})
+# scalar ops whose vmath kernel is not accurate enough to replace the libm one (vmath's pow
+# is exact on representable integer powers now, so none is)
+_EXACT_ONLY: frozenset = frozenset()
 
 
 @functools.cache

@@ -192,7 +192,8 @@ def _markdown(record: dict) -> str:
              report.describe(record), f"- commit: {record['commit']} (the generator a seed "
              f"names)", "",
              report.table(["configuration", "programs", "ok", "mismatch", "raised", "crash",
-                           "unsafe", "seeds", "time"], rows, markdown=True)]
+                           "unsafe", "seeds", "time"], rows, markdown=True), ""]
+    lines += [f"- {r['config']}: {_config(r['config']).what}" for r in record["results"]]
     for r in record["results"]:
         for f in r["failures"]:
             lines += ["", f"## {r['config']}, seed {f['seed']}: {f['signature']}", "",

@@ -42,15 +42,20 @@ class Config:
     mode: str = "fast_run"
     general: bool = False  # call the general (run-time broadcasting) program for every call
     env: tuple = ()  # environment the process must run with (set before verglas is imported)
+    what: str = ""  # one line for the records
 
 
 CONFIGS = {c.name: c for c in (
-    Config("reference", mode="reference"),
-    Config("fast_run"),
-    Config("fast_compile", mode="fast_compile"),
-    Config("general", general=True),
-    Config("threads0", env=(("VERGLAS_THREADS", "0"),)),
-    Config("cuda_sim", device="cuda", env=(("NUMBA_ENABLE_CUDASIM", "1"),)),
+    Config("reference", mode="reference", what="the reference executor (numpy, op by op)"),
+    Config("fast_run", what="CPU, fast_run, the specialized program"),
+    Config("fast_compile", mode="fast_compile", what="CPU, fast_compile"),
+    Config("general", general=True,
+           what="CPU, fast_run: the specialized program judged, then the general (run-time "
+                "broadcasting) program of the same compile"),
+    Config("threads0", env=(("VERGLAS_THREADS", "0"),),
+           what="CPU, fast_run, VERGLAS_THREADS=0 (row loops on one core)"),
+    Config("cuda_sim", device="cuda", env=(("NUMBA_ENABLE_CUDASIM", "1"),),
+           what="the CUDA backend's kernels under numba's CUDA simulator (small arrays)"),
 )}
 
 

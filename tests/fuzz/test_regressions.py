@@ -367,3 +367,16 @@ def test_integer_division_and_modulo_by_zero_give_zero():
     with np.errstate(all="ignore"):
         same(run([x, y], x // y, [a, b]), a // b)
         same(run([x, y], x % y, [a, b]), a % b)
+
+
+def test_binary_logical_ops_refuse_python_ints_beyond_int64():
+    """numpy's logical_and/logical_or take a Python int as a C long, whatever the array: one
+    beyond int64 is an OverflowError there (verglas returned True)."""
+    b = t("b", (None,), "bool")
+    for op in (vg.logical_and, vg.logical_or):
+        for value in (2**63, -2**63 - 1):
+            with pytest.raises(OverflowError, match=op.__name__):
+                op(b, value)
+        assert op(b, 2**63 - 1).dtype == "bool"
+    xs = np.array([True, False])
+    same(run([b], vg.logical_and(b, -2**63), [xs]), np.logical_and(xs, -2**63))

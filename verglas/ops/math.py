@@ -69,12 +69,20 @@ for _name in __all__:
 
 def logical_and(x, y):
     """Elementwise logical and (inputs converted to bool)."""
-    return bitwise_and(cast(x, "bool"), cast(y, "bool"))
+    return bitwise_and(_truth(x, "logical_and"), _truth(y, "logical_and"))
 
 
 def logical_or(x, y):
     """Elementwise logical or (inputs converted to bool)."""
-    return bitwise_or(cast(x, "bool"), cast(y, "bool"))
+    return bitwise_or(_truth(x, "logical_or"), _truth(y, "logical_or"))
+
+
+def _truth(x, name):
+    """`x` as bool for a binary logical op. numpy's binary logical ufuncs take a Python int
+    as a C long whatever the other operand: one beyond int64 raises OverflowError."""
+    if _is_int_scalar(x) and not -2**63 <= x < 2**63:
+        raise OverflowError(f"{name}: Python integer {x} does not fit in int64")
+    return cast(x, "bool")
 
 
 def logical_not(x):

@@ -79,7 +79,7 @@ def _minimize_worker(config: str, seed: int, signature: str, small: bool) -> Non
                       "detail": outcome.detail[:4000]}), flush=True)
 
 
-# -- the driver --------------------------------------------------------------------------------------
+# -- the driver ----------------------------------------------------------------------------------
 def _run_range(config: str, start: int, stop: int, cache: str, small: bool, log) -> list:
     """Results of seeds [start, stop), restarting the worker after a process crash."""
     results = []

@@ -108,7 +108,26 @@ def header(device: str, argv: list[str] | None = None) -> dict:
     argv = sys.orig_argv[1:] if argv is None else argv
     return {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
             "command": " ".join(shlex.quote(a) for a in [Path(sys.executable).name, *argv]),
-            "device": device, "machine": machine(device), "versions": versions()}
+            "device": device, "machine": machine(device), "versions": versions(),
+            "blas": blas()}
+
+
+def blas() -> dict:
+    """numpy's BLAS as it runs here (verglas calls it): library, kernel, threads, and the
+    OPENBLAS_* variables that pick an older kernel when set."""
+    import numpy as np  # noqa: F401  (loads the BLAS threadpoolctl inspects)
+
+    found = {"env": {k: v for k, v in os.environ.items() if k.startswith("OPENBLAS_")}}
+    try:
+        import threadpoolctl
+    except ImportError:
+        return found
+    for info in threadpoolctl.threadpool_info():
+        if info.get("user_api") == "blas":
+            found.update({k: info.get(k) for k in ("internal_api", "version", "architecture",
+                                                    "num_threads")})
+            break
+    return found
 
 
 def write(name: str, record: dict, markdown: str) -> tuple[Path, Path]:
@@ -134,4 +153,9 @@ def describe(record: dict) -> str:
     if m.get("gpu"):
         lines.append(f"- gpu: {m['gpu']['name']}")
     lines.append("- versions: " + ", ".join(f"{k} {val}" for k, val in v.items() if val))
+    b = record.get("blas")
+    if b and b.get("internal_api"):
+        env = ", ".join(f"{k}={val}" for k, val in b["env"].items()) or "no OPENBLAS_* set"
+        lines.append(f"- blas: {b['internal_api']} {b['version']}, kernel {b['architecture']}, "
+                     f"{b['num_threads']} threads ({env})")
     return "\n".join(lines)

@@ -17,6 +17,7 @@ import numba
 import numpy as np
 import scipy.special
 
+from tests.cpu_backend.test_vmath_domain import reference
 from verglas.cpu_backend.vmath import FASTMATH, VMATH
 
 N = 10**6
@@ -44,20 +45,6 @@ _NUMPY = {
 }
 
 _TIMING_RANGE = {"log": (1e-3, 1e3), "log1p": (-0.9, 100), "pow": (0.1, 10)}
-
-
-def _ld(name, x, y=None):
-    """Reference in long double (x87 80-bit) where numpy has it."""
-    xl = x.astype(np.longdouble)
-    if name == "sigmoid":
-        return 1 / (1 + np.exp(-xl))
-    if name == "softplus":
-        return np.logaddexp(xl, np.longdouble(0))
-    if name == "erf":
-        return np.array([float(scipy.special.erf(v)) for v in x], np.longdouble)
-    if name == "pow":
-        return np.power(xl, y.astype(np.longdouble))
-    return getattr(np, name)(xl)
 
 
 def inputs(name, dtype, rng, n):
@@ -139,7 +126,7 @@ def main(names, against=None):
             a = (x, y) if binary else (x,)
             out = np.empty_like(x)
             vloop(*a, out)
-            ref = _ld(name, x.astype(np.float64), None if y is None else y.astype(float))
+            ref = reference(name, x.astype(np.float64), None if y is None else y.astype(float))
             ref64 = ref.astype(np.float64)
             npf = _NUMPY[name] if name in _NUMPY else getattr(np, name)
             npres = npf(*a).astype(np.float64)

@@ -10,13 +10,12 @@ from verglas.ops.elemwise import expand_dims, squeeze, transpose
 from verglas.ops.indexing import inc_subtensor, set_subtensor
 from verglas.ops.linalg import dot, matmul
 from verglas.ops.math import (abs, add, bitwise_and, bitwise_or, bitwise_xor, cast, ceil, clip,
-                              conj, cos, divide, eq, erf, exp, expm1, floor, floor_divide, full_like,
-                              ge, gt, imag, invert, isinf, isnan, le, left_shift, log, log1p,
-                              logical_and, logical_not, logical_or, lt, maximum, minimum, mod,
-                              mul, neg, neq, ones_like, power, real, reciprocal, right_shift,
-                              sigmoid,
-                              sign, sin, softplus, sqr, sqrt, sub, tan, tanh, true_divide, where,
-                              zeros_like)
+                              conj, cos, divide, eq, erf, exp, expm1, floor, floor_divide,
+                              full_like, ge, gt, imag, invert, isinf, isnan, le, left_shift, log,
+                              log1p, logical_and, logical_not, logical_or, lt, maximum, minimum,
+                              mod, mul, neg, neq, ones_like, power, real, reciprocal, right_shift,
+                              sigmoid, sign, sin, softplus, sqr, sqrt, sub, tan, tanh, true_divide,
+                              where, zeros_like)
 from verglas.ops.nn import log_softmax, logsumexp, softmax
 from verglas.ops.op_from_graph import OpFromGraph
 from verglas.ops.reduce import (all, any, argmax, argmin, cumsum, max, mean, min, prod, std,
@@ -27,15 +26,15 @@ from verglas.ops.shape import (arange, broadcast_to, concatenate, full, ones, re
 from verglas.ops.variable import as_tensor, constant, scalar, tensor
 
 __all__ = [
-    "Function", "asnumpy", "compile", "grad", "verify_grad", "dprint", "expand_dims",
-    "squeeze", "transpose", "inc_subtensor", "set_subtensor", "dot", "matmul", "abs", "add",
-    "bitwise_and", "bitwise_or", "bitwise_xor", "cast", "ceil", "clip", "conj", "cos", "divide", "eq",
-    "erf", "exp", "expm1", "floor", "floor_divide", "full_like", "ge", "gt", "imag", "invert", "isinf",
-    "isnan", "le", "left_shift", "log", "log1p", "logical_and", "logical_not", "logical_or",
-    "lt", "maximum", "minimum", "mod", "mul", "neg", "neq", "ones_like", "power", "real", "reciprocal",
-    "right_shift", "sigmoid", "sign", "sin", "softplus", "sqr", "sqrt", "sub", "tan", "tanh", "true_divide", "where",
-    "zeros_like", "log_softmax", "logsumexp", "softmax", "all", "any", "argmax", "argmin",
-    "cumsum", "max", "mean", "min", "prod", "std", "sum", "var", "arange", "broadcast_to",
-    "concatenate", "full", "ones", "reshape", "stack", "zeros", "as_tensor", "constant",
-    "scalar", "tensor", "OpFromGraph", "scan",
+    "Function", "asnumpy", "compile", "grad", "verify_grad", "dprint", "expand_dims", "squeeze",
+    "transpose", "inc_subtensor", "set_subtensor", "dot", "matmul", "abs", "add", "bitwise_and",
+    "bitwise_or", "bitwise_xor", "cast", "ceil", "clip", "conj", "cos", "divide", "eq", "erf",
+    "exp", "expm1", "floor", "floor_divide", "full_like", "ge", "gt", "imag", "invert", "isinf",
+    "isnan", "le", "left_shift", "log", "log1p", "logical_and", "logical_not", "logical_or", "lt",
+    "maximum", "minimum", "mod", "mul", "neg", "neq", "ones_like", "power", "real", "reciprocal",
+    "right_shift", "sigmoid", "sign", "sin", "softplus", "sqr", "sqrt", "sub", "tan", "tanh",
+    "true_divide", "where", "zeros_like", "log_softmax", "logsumexp", "softmax", "all", "any",
+    "argmax", "argmin", "cumsum", "max", "mean", "min", "prod", "std", "sum", "var", "arange",
+    "broadcast_to", "concatenate", "full", "ones", "reshape", "stack", "zeros", "as_tensor",
+    "constant", "scalar", "tensor", "OpFromGraph", "scan",
 ]

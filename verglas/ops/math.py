@@ -13,11 +13,12 @@ from verglas.ops.variable import as_tensor, is_python_scalar
 
 __all__ = [
     "add", "sub", "mul", "true_divide", "divide", "floor_divide", "mod", "power", "neg", "abs",
-    "sign", "exp", "log", "log1p", "expm1", "sqrt", "sqr", "sin", "cos", "tan", "tanh",
-    "sigmoid", "softplus", "erf", "floor", "ceil", "reciprocal", "maximum", "minimum", "where",
-    "clip", "isnan", "isinf", "eq", "neq", "lt", "le", "gt", "ge", "bitwise_and", "bitwise_or",
-    "bitwise_xor", "left_shift", "right_shift", "invert", "real", "imag", "conj", "logical_and", "logical_or", "logical_not", "cast", "second",
-    "zeros_like", "ones_like", "full_like", "identity",
+    "sign", "exp", "log", "log1p", "expm1", "sqrt", "sqr", "sin", "cos", "tan", "tanh", "sigmoid",
+    "softplus", "erf", "floor", "ceil", "reciprocal", "maximum", "minimum", "where", "clip",
+    "isnan", "isinf", "eq", "neq", "lt", "le", "gt", "ge", "bitwise_and", "bitwise_or",
+    "bitwise_xor", "left_shift", "right_shift", "invert", "real", "imag", "conj", "logical_and",
+    "logical_or", "logical_not", "cast", "second", "zeros_like", "ones_like", "full_like",
+    "identity",
 ]
 
 _S = {}

@@ -30,6 +30,7 @@ from benchmarks import report
 ROOT = Path(__file__).resolve().parent.parent
 CPU_CONFIGS = ("reference", "fast_run", "fast_compile", "general", "threads0")
 CUDA_CONFIGS = ("cuda_sim",)
+CHUNK = 200  # seeds per worker process
 
 
 def _config(name: str):
@@ -150,10 +151,13 @@ def run_config(config: str, seeds: range, jobs: int, small: bool, minimize: int,
                   f"{mark}", file=sys.stderr, flush=True)
 
     try:
-        bounds = [seeds.start + (len(seeds) * k) // jobs for k in range(jobs + 1)]
+        # chunks of seeds, each in a fresh worker process: numba keeps every compiled program's
+        # machine code, ~5 MB a program, so one process for thousands of programs runs out of
+        # memory
+        chunks = [(a, min(a + CHUNK, seeds.stop)) for a in range(seeds.start, seeds.stop, CHUNK)]
         with ThreadPoolExecutor(jobs) as pool:
-            parts = list(pool.map(lambda k: _run_range(config, bounds[k], bounds[k + 1], cache,
-                                                        small, log), range(jobs)))
+            parts = list(pool.map(lambda c: _run_range(config, c[0], c[1], cache, small, log),
+                                  chunks))
         results = sorted((r for part in parts for r in part), key=lambda r: r["seed"])
         seconds = time.perf_counter() - t0
         failures = [r for r in results if r["status"] != "ok"]

@@ -534,7 +534,10 @@ class NumpyXP:
                                                             "same_kind"):
                 raise TypeError(f"cannot add {np.asarray(v).dtype} into {out.dtype}")
             if any(isinstance(e, np.ndarray) for e in index):
-                np.add.at(out, index, np.asarray(v).astype(added.dtype))
+                # values broadcast first: numpy 2.4's add.at reads past a value array that it
+                # broadcasts against a 2-d index itself (nan, or a sum that misses terms)
+                np.add.at(out, index, np.ascontiguousarray(
+                    np.broadcast_to(np.asarray(v).astype(added.dtype), added.shape)))
                 if self.rng is not None and _is_float(out):
                     # an element incremented twice or more that overflowed: which inf or NaN
                     # depends on the order and precision of the additions

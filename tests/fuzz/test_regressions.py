@@ -380,3 +380,17 @@ def test_binary_logical_ops_refuse_python_ints_beyond_int64():
         assert op(b, 2**63 - 1).dtype == "bool"
     xs = np.array([True, False])
     same(run([b], vg.logical_and(b, -2**63), [xs]), np.logical_and(xs, -2**63))
+
+
+def test_inc_subtensor_with_a_2d_index_and_broadcast_values():
+    """Repeated increments through a 2-d index with values broadcast along it. verglas was
+    right; the oracle's np.add.at (numpy 2.4) read past the unbroadcast values and gave nan
+    or missed terms, so the oracle now broadcasts them itself."""
+    x = t("x", (None,), F64)
+    idx, vals = np.array([[-1, 0], [-1, -1]]), np.array([-2.0, 3.0])
+    xs = np.array([-0.5])
+    want = xs.copy()
+    for k, j in np.ndindex(idx.shape):
+        want[idx[k, j]] += vals[j]
+    for mode in ("reference", "fast_run"):
+        same(run([x], vg.inc_subtensor(x[idx,], vals), [xs], mode), want)

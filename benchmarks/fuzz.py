@@ -135,8 +135,9 @@ def _minimized(config: str, failure: dict, cache: str, small: bool) -> dict:
 
 
 def run_config(config: str, seeds: range, jobs: int, small: bool, minimize: int,
-               progress: bool) -> dict:
-    """Run `seeds` under `config` in `jobs` parallel workers; counts, failures, time."""
+               progress: bool, max_seconds: float | None = None) -> dict:
+    """Run `seeds` under `config` in `jobs` parallel workers; counts, failures, time. Past
+    `max_seconds` no new chunk starts: the seeds run are then a prefix of `seeds`."""
     from concurrent.futures import ThreadPoolExecutor
 
     cache = tempfile.mkdtemp(prefix=f"verglas-fuzz-{config}-")
@@ -156,8 +157,9 @@ def run_config(config: str, seeds: range, jobs: int, small: bool, minimize: int,
         # memory
         chunks = [(a, min(a + CHUNK, seeds.stop)) for a in range(seeds.start, seeds.stop, CHUNK)]
         with ThreadPoolExecutor(jobs) as pool:
-            parts = list(pool.map(lambda c: _run_range(config, c[0], c[1], cache, small, log),
-                                  chunks))
+            parts = list(pool.map(lambda c: [] if max_seconds is not None and
+                                  time.perf_counter() - t0 > max_seconds else
+                                  _run_range(config, c[0], c[1], cache, small, log), chunks))
         results = sorted((r for part in parts for r in part), key=lambda r: r["seed"])
         seconds = time.perf_counter() - t0
         failures = [r for r in results if r["status"] != "ok"]
@@ -168,7 +170,8 @@ def run_config(config: str, seeds: range, jobs: int, small: bool, minimize: int,
     counts = {}
     for r in results:
         counts[r["status"]] = counts.get(r["status"], 0) + 1
-    return {"config": config, "seeds": [seeds.start, seeds.stop], "programs": len(results),
+    return {"config": config, "seeds": [seeds.start, seeds.start + len(results)],
+            "stopped_at_time_limit": len(results) < len(seeds), "programs": len(results),
             "counts": counts, "seconds": seconds, "failures": failures}
 
 
@@ -197,7 +200,9 @@ def _markdown(record: dict) -> str:
              f"names)", "",
              report.table(["configuration", "programs", "ok", "mismatch", "raised", "crash",
                            "unsafe", "seeds", "time"], rows, markdown=True), ""]
-    lines += [f"- {r['config']}: {_config(r['config']).what}" for r in record["results"]]
+    lines += [f"- {r['config']}: {_config(r['config']).what}"
+              + (" (stopped at --max-minutes)" if r.get("stopped_at_time_limit") else "")
+              for r in record["results"]]
     for r in record["results"]:
         for f in r["failures"]:
             lines += ["", f"## {r['config']}, seed {f['seed']}: {f['signature']}", "",
@@ -224,6 +229,9 @@ def main(argv=None) -> int:
                         help="failures to minimize per configuration")
     parser.add_argument("--small", action="store_true",
                         help="small arrays only (the simulator runs a thread per element)")
+    parser.add_argument("--max-minutes", type=float, default=None,
+                        help="start no new chunk of seeds after this long (per configuration); "
+                             "the record counts the programs that ran")
     parser.add_argument("--json", action="store_true", help="record under benchmarks/results")
     parser.add_argument("--name", default=None, help="record name (default fuzz-<device>)")
     parser.add_argument("--worker", nargs=3, metavar=("CONFIG", "START", "STOP"),
@@ -252,7 +260,9 @@ def main(argv=None) -> int:
     for config in configs:
         print(f"{config}: {len(seeds)} programs, seeds {seeds.start}-{seeds.stop - 1}",
               file=sys.stderr, flush=True)
-        result = run_config(config, seeds, args.jobs, small, args.minimize, progress=True)
+        result = run_config(config, seeds, args.jobs, small, args.minimize, progress=True,
+                            max_seconds=None if args.max_minutes is None
+                            else 60 * args.max_minutes)
         record["results"].append(result)
         failed |= bool(result["failures"])
         c = result["counts"]

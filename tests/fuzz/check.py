@@ -89,6 +89,7 @@ class Expected:
     error: type | None
     outputs: list  # numpy's results
     runs: list  # per perturbed run: its results, or None when that run raised
+    choices: list  # the same per choice run (unspecified values chosen, nothing rounded)
 
 
 def expect(program: Program, rewrites: bool = True) -> Expected:
@@ -100,17 +101,18 @@ def expect(program: Program, rewrites: bool = True) -> Expected:
         try:
             values = evaluate(program.nodes, NumpyXP(rewrites=rewrites), inputs)
         except CLEAR_ERRORS as exc:
-            return Expected(type(exc), [], [])
+            return Expected(type(exc), [], [], [])
         outputs = [np.asarray(values[k]) for k in program.outputs]
-        runs = []
-        for r in range(PERTURBED_RUNS):
-            rng = np.random.default_rng([program.seed, r])
-            try:
-                values = evaluate(program.nodes, NumpyXP(rng, r, rewrites), inputs)
-                runs.append([np.asarray(values[k]) for k in program.outputs])
-            except CLEAR_ERRORS:
-                runs.append(None)
-    return Expected(None, outputs, runs)
+        runs, choices = [], []
+        for moves, results in ((True, runs), (False, choices)):
+            for r in range(PERTURBED_RUNS):
+                rng = np.random.default_rng([program.seed, r])
+                try:
+                    values = evaluate(program.nodes, NumpyXP(rng, r, rewrites, moves), inputs)
+                    results.append([np.asarray(values[k]) for k in program.outputs])
+                except CLEAR_ERRORS:
+                    results.append(None)
+    return Expected(None, outputs, runs, choices)
 
 
 def build(program: Program):
@@ -222,8 +224,9 @@ def _run(f, single: bool, program: Program, expected: Expected) -> Outcome:
         if got.shape == again.shape and got.dtype == again.dtype and not _same_bits(got, again):
             return Outcome("mismatch", f"output {k}: two calls with the same inputs disagree")
     for k, got in enumerate(first):
-        runs = [r[k] if r is not None else None for r in expected.runs]
-        problem = compare(got, expected.outputs[k], runs)
+        runs, choices = ([r[k] if r is not None else None for r in results]
+                         for results in (expected.runs, expected.choices))
+        problem = compare(got, expected.outputs[k], runs, choices)
         if problem:
             return Outcome("mismatch", f"output {k}: {problem}")
     return Outcome("ok")
@@ -261,9 +264,10 @@ def _same_bits(a, b) -> bool:
 
 
 # -- comparing values ------------------------------------------------------------------------
-def compare(got, want, runs) -> str | None:
+def compare(got, want, runs, choices=()) -> str | None:
     """What is wrong with `got` as numpy's `want` (None: nothing); `runs` are the perturbed
-    runs' values of the same output (None where a run raised)."""
+    runs' values of the same output and `choices` the choice runs' (None where a run
+    raised): an element a choice run changes depends on an unspecified value."""
     got, want = np.asarray(got), np.asarray(want)
     if got.dtype != want.dtype:
         return f"dtype {got.dtype}, numpy {want.dtype}"
@@ -271,23 +275,35 @@ def compare(got, want, runs) -> str | None:
         return f"shape {got.shape}, numpy {want.shape}"
     if want.size == 0:
         return None
-    runs = [np.asarray(r) if r is not None and np.shape(r) == want.shape else None
-            for r in runs]
+    runs, choices = ([np.asarray(r) if r is not None and np.shape(r) == want.shape else None
+                      for r in results] for results in (runs, choices))
+    determined = np.ones(want.shape, bool)
+    for r in choices:
+        determined &= _same_elements(r, want) if r is not None else False
     if want.dtype.kind == "c":
         for part in ("real", "imag"):
             problem = _compare_float(getattr(got, part), getattr(want, part),
                                      [getattr(r, part) if r is not None else None
-                                      for r in runs])
+                                      for r in runs], determined)
             if problem:
                 return f"{part} part: {problem}"
         return None
     if want.dtype.kind == "f":
-        return _compare_float(got, want, runs)
-    determined = np.ones(want.shape, bool)
+        return _compare_float(got, want, runs, determined)
     for r in runs:
         determined &= (r == want) if r is not None else False
     bad = determined & (got != want)
     return _report(bad, got, want) if bad.any() else None
+
+
+def _same_elements(a, b) -> np.ndarray:
+    """Per element: the same value, NaN for NaN, and the same sign of zero."""
+    if a.dtype.kind not in "fc":
+        return a == b
+    same = ((a == b) & (np.signbit(a.real) == np.signbit(b.real))) | (np.isnan(a) & np.isnan(b))
+    if a.dtype.kind == "c":
+        same &= np.signbit(a.imag) == np.signbit(b.imag)
+    return same
 
 
 def _classes(x):
@@ -301,10 +317,10 @@ def _classes(x):
     return c
 
 
-def _compare_float(got, want, runs) -> str | None:
+def _compare_float(got, want, runs, determined) -> str | None:
     want_c = _classes(want)
     got_c = _classes(got)
-    determined = np.ones(want.shape, bool)
+    determined = determined.copy()
     spread = np.zeros(want.shape, np.float64)
     w64 = want.astype(np.float64)
     for r in runs:

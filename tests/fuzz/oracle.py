@@ -17,6 +17,10 @@ than numpy (rewrite/canonicalize.py): log(exp(x)) is x, log(sum(exp(x))) and
 exp(x) / sum(exp(x)) are the stable logsumexp and softmax. Compiled configurations are judged
 against that; the reference executor (no rewrites) against plain numpy.
 
+Choice runs, `NumpyXP(rng, moves=False)`, make the same choices of unspecified values and
+round nothing: an output element they change depends on an unspecified value, however far
+(an integer fill may shift a float result anywhere), and is not determined.
+
 An output element that comes out the same (within the spread of the perturbed runs) in every
 run is determined by the program; only those are compared. An element that a one-ulp change
 upstream flips (floor(2.9999999) after a division, a comparison of nearly equal values, an
@@ -82,9 +86,12 @@ class NumpyXP:
     """numpy semantics of the fuzzer's ops; with `rng`, one perturbed run (module docstring)."""
 
     def __init__(self, rng: np.random.Generator | None = None, run: int = 0,
-                 rewrites: bool = False):
+                 rewrites: bool = False, moves: bool = True):
         self.rng = rng
         self.run = run  # which perturbed run: it picks the fill of unspecified values
+        # False: a run that only fills unspecified values and flips unspecified zero signs,
+        # rounding nothing (what differs from the exact run then depends on those choices)
+        self.moves = moves
         self.rewrites = rewrites
         self._made: dict = {}  # id(result) -> (how it was made, the result): see _rewritten
 
@@ -102,7 +109,7 @@ class NumpyXP:
     def _move(self, x, amount):
         """`x` plus a random fraction in [-1, 1] of `amount` (per element; complex parts
         apart); non-finite elements and zero amounts stay."""
-        if self.rng is None:
+        if self.rng is None or not self.moves:
             return x
         x = np.asarray(x)
         if x.dtype.kind == "c":
@@ -309,7 +316,15 @@ class NumpyXP:
         if out.dtype.kind == "c":  # numpy multiplies for integer exponents: |b| roundings
             with np.errstate(all="ignore"):
                 ulps = TRANSCENDENTAL_ULPS + 2 * np.abs(b).astype(np.float64)
-            return self._ulps(out, np.where(np.isfinite(ulps), ulps, 0.0))
+                # where |a|**|b| leaves the range, which parts overflow on the way (inf, NaN
+                # or a finite result) depends on the algorithm: numpy's repeated products
+                # give NaN for z**-5 of a huge z, exp(b * log(a)) gives 0
+                power = np.abs(a).astype(np.float64) ** np.abs(b).astype(np.float64)
+                info = np.finfo(out.real.dtype)
+                unspecified = ~np.isfinite(out) | ~(power <= float(info.max)) | (
+                    (power < float(info.tiny)) & (power > 0))
+            return self._ulps(self._random_fill(out, unspecified),
+                              np.where(np.isfinite(ulps), ulps, 0.0))
         with np.errstate(all="ignore"):
             af, bf = a.astype(np.float64), b.astype(np.float64)
             integral = (af == np.round(af)) & (bf == np.round(bf)) & (bf >= 0)
@@ -352,12 +367,7 @@ class NumpyXP:
             warnings.simplefilter("ignore")
             out = a.astype(dt)
             if a.dtype.kind in "fc" and dt.kind in "iu":
-                # C leaves NaN, inf and out-of-range conversions undefined
-                real = a.real.astype(np.float64)
-                info = np.iinfo(dt)
-                unspecified = ~np.isfinite(real) | (real >= float(info.max) + 1) | (
-                    real <= float(info.min) - 1)
-                return self._random_fill(out, unspecified)
+                return self._random_fill(out, _unspecified_cast(a, dt))
         return out
 
     def like(self, a, name, value=None, dtype=None):
@@ -392,7 +402,8 @@ class NumpyXP:
                 mag = np.prod(np.abs(a).astype(np.float64), axis=axis, keepdims=keepdims)
             if self._exactly_integral(a, mag):
                 return out
-            return self._ulps(out, max(2 * count, 1))
+            return self._ulps(self._random_fill(out, _order_dependent_product(a, axis, keepdims)),
+                              max(2 * count, 1))
         if name == "mean":
             total = self._sum(a if _is_float(a) else a.astype(np.float64), axis, keepdims)
             count = a.size // max(total.size, 1) if total.size else 0
@@ -481,6 +492,11 @@ class NumpyXP:
         out = np.asarray(fn(a, b))
         if self.rng is None or not _is_float(out):
             return out
+        if out.dtype.kind == "f":
+            # the sign of a zero sum of products depends on where the sum starts: numpy's own
+            # dot and matmul give -0.0 and 0.0 for [-6.0] . [0.0]
+            flip = (out == 0) & (self.rng.random(out.shape) < 0.5)
+            out = np.where(flip, -out, out).astype(out.dtype)
         with np.errstate(all="ignore"):
             mag = np.asarray(fn(np.abs(np.asarray(a)).astype(np.float64),
                                 np.abs(np.asarray(b)).astype(np.float64)))
@@ -523,6 +539,13 @@ class NumpyXP:
             warnings.simplefilter("ignore")
             if not inc:
                 out[index] = v  # (a Python scalar stays weak: out of range raises)
+                values = np.asarray(v)
+                if values.dtype.kind in "fc" and out.dtype.kind in "iu":
+                    # floats stored into integers: the cast of NaN, inf and out-of-range
+                    # values is undefined, as in cast
+                    unspecified = np.zeros(out.shape, bool)
+                    unspecified[index] = _unspecified_cast(values, out.dtype)
+                    out = self._random_fill(out, unspecified)
                 return out
             # x[idx] += v decides the dtypes and errors (the dtype rule first: verglas checks
             # it when building); repeated indices then accumulate
@@ -587,6 +610,33 @@ class NumpyXP:
             trace.append(h)
         trace = np.stack(trace)
         return trace[-1] if last else trace
+
+
+def _unspecified_cast(a, dtype) -> np.ndarray:
+    """Where converting float (or complex) `a` to integer `dtype` is undefined in C: NaN, inf
+    and values out of the dtype's range."""
+    real = np.asarray(a).real.astype(np.float64)
+    info = np.iinfo(dtype)
+    with np.errstate(all="ignore"):
+        return ~np.isfinite(real) | (real >= float(info.max) + 1) | (real <= float(info.min) - 1)
+
+
+def _order_dependent_product(a, axis, keepdims) -> np.ndarray:
+    """Where a product's value depends on the order of its factors: its factors above 1 (or
+    its nonzero ones below 1) multiply past the dtype's range, so some order overflows (or
+    underflows) on the way where another does not; and where a complex product is not finite
+    (which of inf and NaN depends on the order of the cross terms)."""
+    a = np.asarray(a)
+    info = np.finfo(a.real.dtype)
+    with np.errstate(all="ignore"):
+        mag = np.abs(a).astype(np.float64)
+        big = np.prod(np.where(mag > 1, mag, 1.0), axis=axis, keepdims=keepdims)
+        small = np.prod(np.where((mag < 1) & (mag > 0), mag, 1.0), axis=axis,
+                        keepdims=keepdims)
+        risky = (big > float(info.max)) | (small < float(info.tiny))
+        if a.dtype.kind == "c":
+            risky |= ~np.isfinite(np.prod(a, axis=axis, keepdims=keepdims))
+    return np.asarray(risky)
 
 
 def _finite_abs(a):

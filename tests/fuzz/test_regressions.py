@@ -394,3 +394,88 @@ def test_inc_subtensor_with_a_2d_index_and_broadcast_values():
         want[idx[k, j]] += vals[j]
     for mode in ("reference", "fast_run"):
         same(run([x], vg.inc_subtensor(x[idx,], vals), [xs], mode), want)
+
+
+def test_dimshuffle_dropping_every_axis_of_a_strided_view():
+    """A DimShuffle dropping the one axis of a strided length-1 slice indexed it down to the
+    element itself, and the next step read that scalar as a 0-d array (numba TypingError,
+    fuzzer seed 413)."""
+    x = t("x", (None,), F32)
+    v = x[::-2]  # length 1 for a length-1 x: a strided view
+    out = vg.any(v, axis=0)
+    xs = np.array([-2.0], np.float32)
+    for mode in ("reference", "fast_run"):
+        same(run([x], [out, v.sum(axis=0) * 2], [xs], mode)[0], np.any(xs[::-2], axis=0))
+        same(run([x], [out, v.sum(axis=0) * 2], [xs], mode)[1], xs[::-2].sum(axis=0) * 2)
+
+
+def test_inc_subtensor_refuses_a_sum_that_cannot_go_back():
+    """x[idx] += v adds in numpy's result dtype: int32 + uint64 adds in float64, which numpy
+    cannot cast back into int32 (TypeError); verglas added (fuzzer seed 3271)."""
+    x, v = t("x", (None,), "int32"), t("v", (1,), "uint64")
+    with pytest.raises(TypeError, match="cannot add"):
+        vg.inc_subtensor(x[np.array([0, -1])], v)
+    ones = np.ones(2, np.int32)
+    with pytest.raises(TypeError):
+        ones[[0]] += np.array([1], np.uint64)
+    y = t("y", (None,), "int64")  # int64 + uint8 stays int64: allowed
+    same(run([y], vg.inc_subtensor(y[np.array([0, 0])], np.uint8(3)), [np.arange(2)]),
+         np.array([6, 1]))
+
+
+def test_vectorized_math_of_a_nan_llvm_can_see():
+    """clip(x, nan, x) of an integer x is a NaN LLVM knows when it compiles the loop: folding
+    exp(nan) went through numba's float-to-int conversion of NaN, which is poison to LLVM,
+    and the result was whatever the output's memory held, another value at each call
+    (fuzzer seed 2727: erf(sigmoid(...))). The kernels convert with llvm.fptosi.sat now."""
+    names = ("exp", "expm1", "log", "log1p", "sin", "cos", "tan", "tanh", "sigmoid",
+             "softplus", "erf")
+    for dtype, float_dtype in (("uint64", F64), ("int16", F32)):
+        x = t("x", (None,), dtype)
+        nan = vg.clip(x, np.array(np.nan, float_dtype), x)
+        for name in names + ("erf_sigmoid",):
+            out = vg.erf(vg.sigmoid(nan)) if name == "erf_sigmoid" else getattr(vg, name)(nan)
+            f = vg.compile([x], out)
+            for _ in range(2):
+                got = f(np.array([1, 2, 3], dtype))
+                assert got.dtype == float_dtype and np.isnan(got).all(), (name, dtype, got)
+
+
+def test_float_to_int_casts_are_defined_for_nan_and_out_of_range():
+    """clip(x, 256, nan) is a NaN LLVM could see; its cast to int8 was poison and came out
+    another value at each call (fuzzer seed 2974). Casts of floats to integers now go
+    through a saturating int64 (uint64) conversion: in-range values truncate as numpy's,
+    NaN gives 0, the rest are defined (numpy leaves them unspecified)."""
+    x = t("x", (None,), "uint64")
+    nan = vg.clip(x.astype(F64), 256, np.array(np.nan))
+    f = vg.compile([x], [nan.astype(d) for d in ("int8", "int64", "uint64")])
+    first = f(np.array([1, 2], np.uint64))
+    for _ in range(3):
+        for a, b in zip(first, f(np.array([1, 2], np.uint64))):
+            np.testing.assert_array_equal(a, b)
+    assert all((r == 0).all() for r in first)
+    y = t("y", (None,), F64)
+    values = np.array([-17.4, 119.9, -0.0, 255.7, -1.0, 2.5e9, -3e9, 1.5e19])
+    dtypes = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64")
+    got = vg.compile([y], [y.astype(d) for d in dtypes])(values)
+    for d, g in zip(dtypes, got):
+        info = np.iinfo(d)
+        ok = (values > info.min - 1) & (values < info.max + 1)
+        same(g[ok], values[ok].astype(d))
+    same(got[1][:1], values[:1].astype(np.int64).astype(np.uint8))  # -17.4 -> 239, as numpy
+
+
+def test_complex_log_is_accurate_near_the_unit_circle():
+    """log(z) for |z| = 1 + 6.5e-6 lost its low digits through log(hypot(...)): 4e-12
+    relative off numpy (fuzzer seed 3815). log1p of a*a + b*b - 1 summed exactly now."""
+    x = t("x", (None,), "complex128")
+    rng = np.random.default_rng(0)
+    near = np.exp(1j * rng.uniform(0, 6, 500)) * (1 + rng.normal(size=500) * 1e-9)
+    z = np.concatenate([1 + rng.normal(size=500) * 1e-5 + 1j * rng.normal(size=500) * 1e-4,
+                        near, rng.normal(size=500) + 1j * rng.normal(size=500),
+                        [0, -0.0, np.inf, -np.inf, complex(-0.0, -0.0), 1, -1, 2.5e-320]])
+    got, want = run([x], vg.log(x), [z]), np.log(z)
+    finite = np.isfinite(want)
+    np.testing.assert_array_equal(got[~finite], want[~finite])
+    np.testing.assert_allclose(got.real[finite], want.real[finite], rtol=1e-15, atol=0)
+    np.testing.assert_allclose(got.imag[finite], want.imag[finite], rtol=1e-15, atol=0)

@@ -11,7 +11,7 @@ import numpy as np
 from verglas.graph.basic import Constant
 from verglas.cpu_backend.dimfacts import DimFacts, tuple_items
 from verglas.cpu_backend.intrinsics import (c_view, empty_expr, prefer_wide_vectors, ws_add,
-                                             ws_carve, ws_reserve, ws_take)
+                                             ws_carve, ws_reserve, ws_take, zero_d)
 from verglas.cpu_backend.dtypes import np_dtype, storage_dtype, to_storage
 from verglas.source import Emitter, tuple_expr
 
@@ -52,7 +52,7 @@ class _Names(dict):
         name, ndim = self.pending.pop(bid)
         value = self.scalars[bid]
         if ndim == 0:
-            self.emitter.line(f"{name} = np.full((1,), {value})[0:1].reshape(())")
+            self.emitter.line(f"{name} = {zero_d(value)}")
         else:
             self.emitter.line(f"{name} = np.full(({'1, ' * ndim}), {value})")
         self[bid] = name

@@ -21,8 +21,8 @@ try:  # numba's own lowering of np.empty's body (numba.np.arrayobj, stable for y
 except ImportError:  # pragma: no cover - then programs call np.empty
     _empty_nd_impl = _parse_shape = None
 
-__all__ = ["c_view", "empty_c", "scalars_at", "reshaped", "empty_expr", "ws_take", "ws_add",
-           "ws_reserve", "ws_carve", "WORKSPACE_TOO_BIG",
+__all__ = ["c_view", "empty_c", "scalars_at", "reshaped", "empty_expr", "zero_d", "ws_take",
+           "ws_add", "ws_reserve", "ws_carve", "float_to_int", "WORKSPACE_TOO_BIG",
            "WORKSPACE_ALIGN"]
 
 WORKSPACE_ALIGN = 64  # bytes: every array carved from a workspace starts on a cache line
@@ -176,6 +176,43 @@ def empty_c(typingctx, shape, dtype):
         return _empty_nd_impl(context, builder, ret, dims)._getvalue()
 
     return ret(shape, dtype), codegen
+
+
+@intrinsic
+def float_to_int(typingctx, x, signed):
+    """float32/float64 `x` truncated to int64 (a literal True `signed`) or uint64, defined
+    for every input: NaN gives 0, values beyond the range saturate, and a negative value
+    converted to uint64 wraps around as numpy's does (the int64 conversion's bits).
+
+    numba's own conversion is LLVM's fptosi/fptoui, whose result for NaN, inf or an
+    out-of-range value is poison: folded on a NaN LLVM could see, a cast came out as a
+    different value at each call. (numpy leaves those values unspecified, not random.)"""
+    if not isinstance(x, types.Float) or not isinstance(signed, types.BooleanLiteral):
+        return None
+    ret = types.int64 if signed.literal_value else types.uint64
+
+    def codegen(context, builder, sig, args):
+        value = args[0]
+        i64 = llvm_ir.IntType(64)
+        bits = x.bitwidth
+
+        def sat(kind):
+            fnty = llvm_ir.FunctionType(i64, [value.type])
+            name = f"llvm.{kind}.sat.i64.f{bits}"
+            return builder.call(cgutils.get_or_insert_function(builder.module, fnty, name),
+                                [value])
+
+        if signed.literal_value:
+            return sat("fptosi")
+        negative = builder.fcmp_ordered("<", value, llvm_ir.Constant(value.type, 0.0))
+        return builder.select(negative, sat("fptosi"), sat("fptoui"))
+
+    return ret(x, signed), codegen
+
+
+def zero_d(value: str) -> str:
+    """Source of a new 0-d array holding the scalar expression `value`."""
+    return f"np.full((1,), {value})[0:1].reshape(())"
 
 
 def empty_expr(src, shape_expr: str, dtype: str) -> str:

@@ -16,9 +16,9 @@ import re
 import numba
 import numpy as np
 
-from verglas.cpu_backend.intrinsics import (c_view, empty_c, empty_expr, prefer_wide_vectors,
-                                             reshaped, scalars_at, ws_add, ws_carve,
-                                             ws_reserve, ws_take)
+from verglas.cpu_backend.intrinsics import (c_view, empty_c, empty_expr, float_to_int,
+                                             prefer_wide_vectors, reshaped, scalars_at, ws_add,
+                                             ws_carve, ws_reserve, ws_take, zero_d)
 from verglas.cpu_backend.dtypes import cast_expr, half_round, storage_dtype
 from verglas.cpu_backend.dtypes import literal as source_literal
 from verglas.scalar_code import HELPERS, helpers_in, loop_dtypes, variant
@@ -45,7 +45,8 @@ _SCALAR_REFS: dict = {}  # id(jitted scalar impl) -> ("scalar", op name, dtype)
 # intrinsics generated code calls, found again by name
 HELPER_REFS.update(scalars_at=scalars_at, c_view=c_view, empty_c=empty_c, ws_take=ws_take,
                    ws_add=ws_add, ws_reserve=ws_reserve, ws_carve=ws_carve,
-                   prefer_wide_vectors=prefer_wide_vectors, half_round=half_round)
+                   prefer_wide_vectors=prefer_wide_vectors, half_round=half_round,
+                   float_to_int=float_to_int)
 
 
 def register_helper(fn):
@@ -203,6 +204,12 @@ def scalar_expr(ctx, sop, args: list[str], arg_dtypes: list[str], out_dtypes) ->
             arg_dtypes[0] == "float16" and out_dtype == "float32")  # (held as float32)
         if complex_args and np.dtype(out_dtype).kind not in "cb":
             expr = f"({expr}).real"  # numpy keeps the real part (with a ComplexWarning)
+        if np.dtype(arg_dtypes[0]).kind in "fc" and np.dtype(out_dtype).kind in "iu":
+            # through int64 (uint64) bits, defined for NaN and out-of-range values; narrower
+            # integers keep the low bits, as numpy's conversion does on this machine
+            fn = ctx.helper("float_to_int", float_to_int)
+            expr = f"{fn}({expr}, {out_dtype != 'uint64'})"
+            exact_type = out_dtype in ("int64", "uint64")
     elif isinstance(sop, (s.Neg, s.Invert)) and arg_dtypes[0] == "bool":
         expr = f"not {args[0]}"
         exact_type = True
@@ -722,7 +729,8 @@ def _emit_dimshuffle(op, ctx) -> None:
     if op.dropped:
         index = ", ".join("0" if d in op.dropped else ":" for d in range(op.input_ndim))
         cur = ctx.fresh("v")
-        ctx.line(f"{cur} = {x}[{index}]")
+        # every axis dropped: indexing gives the element itself, a 0-d array holds it
+        ctx.line(f"{cur} = {x}[{index}]" if op.kept else f"{cur} = {zero_d(f'{x}[{index}]')}")
     else:
         cur = x
     perm = tuple(kept_sorted.index(d) for d in op.kept)

@@ -84,9 +84,9 @@ import math
 import numba
 import numpy as np
 
-from verglas.cpu_backend.vmath_ops import (FASTMATH, JIT, as_float, as_int, ashr, fdiv, fma,
-                                           iadd, iand, ior, isub, make_horner, rint, sadd, shl,
-                                           smul)
+from verglas.cpu_backend.vmath_ops import (FASTMATH, JIT, as_float, as_int, ashr, fdiv, fma, iadd,
+                                           iand, ior, isub, make_horner, rint, sadd, shl, smul,
+                                           to_int)
 from verglas.cpu_backend.vmath_pow import pow_f64, pow_special
 from verglas.cpu_backend.vmath_trig import cos_f32, cos_f64, sin_f32, sin_f64, tan_f32, tan_f64
 
@@ -161,7 +161,7 @@ def _copysign(mag, sign):
 def _exp_reduce(x):
     """Split x = k*ln2 + r with |r| <= ln2/2; returns (r, k) with k as int64."""
     kf = rint(x * _LOG2E)
-    k = np.int64(kf)
+    k = to_int(kf)
     # kf and float(k) are equal, but 'reassoc' cannot merge the two Cody-Waite products.
     r = (x - kf * _LN2_HI) - np.float64(k) * _LN2_LO  # kf * _LN2_HI is exact
     return r, k
@@ -357,7 +357,7 @@ def _exp_reduce_f32(x):
     """Split x = k*ln2 + r with |r| <= ln2/2; returns (r, k) with k as int32."""
     kf = rint(x * _LOG2E32)
     r = fma(-kf, _LN2_LO32, fma(-kf, _LN2_HI32, x))  # the inner fma is exact
-    return r, np.int32(kf)
+    return r, to_int(kf)
 
 
 @numba.njit(**JIT)

@@ -82,6 +82,22 @@ def rint(typingctx, x):
 
 
 @intrinsic
+def to_int(typingctx, x):
+    """float64/float32 -> int64/int32 rounded toward zero, saturating, NaN -> 0
+    (llvm.fptosi.sat): defined for every input, where numba's conversion of NaN or inf is
+    poison, and LLVM folding a kernel on a constant NaN then made its whole result garbage."""
+    ret = types.int64 if x == types.float64 else types.int32
+
+    def codegen(context, builder, sig, args):
+        ity = context.get_value_type(ret)
+        fnty = ir.FunctionType(ity, [args[0].type])
+        name = f"llvm.fptosi.sat.i{ret.bitwidth}.f{x.bitwidth}"
+        return builder.call(cgutils.get_or_insert_function(builder.module, fnty, name), args)
+
+    return ret(x), codegen
+
+
+@intrinsic
 def fma(typingctx, a, b, c):
     """a * b + c rounded once (llvm.fma, vfmadd), free of the caller's fast-math flags.
 

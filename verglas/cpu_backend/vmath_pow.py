@@ -15,7 +15,7 @@ import numba
 import numpy as np
 
 from verglas.cpu_backend.vmath_ops import (JIT, as_float, as_int, fast_two_sum, fdiv, fma,
-                                           make_horner, rint, sadd, smul, ssub, two_prod,
+                                           make_horner, rint, sadd, smul, ssub, to_int, two_prod,
                                            two_sum)
 
 # Coefficients: benchmarks/vmath_coeffs.py (lowest degree first, fit error noted).
@@ -83,7 +83,7 @@ def _exp_dd(th, tl):
     th = _EXP_HI if th > _EXP_HI else th  # nan passes through
     th = _EXP_LO if th < _EXP_LO else th
     kf = rint(th * _LOG2E)
-    k = np.int64(kf)
+    k = to_int(kf)
     # r = th - k*ln2 + tl as a normalized double-double (th - k*_LN2_HI is exact)
     rh, rl = two_sum(fma(-kf, _LN2_HI, th), tl - kf * _LN2_LO)
     qh, ql = two_prod(rh, rh)  # r^2 / 2, exactly

@@ -23,7 +23,7 @@ import numba
 import numpy as np
 
 from verglas.cpu_backend.vmath_ops import (JIT, as_float, as_int, fast_two_sum, fdiv, fma, iadd,
-                                           iand, ixor, make_horner, rint, sadd, shl, ssub,
+                                           iand, ixor, make_horner, rint, sadd, shl, ssub, to_int,
                                            two_prod, two_sum)
 from verglas.cpu_backend.vmath_vfabi import rare_path
 
@@ -115,14 +115,14 @@ def _sin_core(x):
     """sin(x) = (-1)^k sin(x - k*pi) for |x| < _BIG."""
     kf = rint(x * _INV_PI)
     r = _reduce_pi(x, kf)
-    return _sin_poly(x if kf == 0.0 else r, np.int64(kf))  # x - 0*pi turns -0.0 into +0.0
+    return _sin_poly(x if kf == 0.0 else r, to_int(kf))  # x - 0*pi turns -0.0 into +0.0
 
 
 @numba.njit(**JIT)
 def _cos_core(x):
     """cos(x) = (-1)^(k+1) sin(x - (k+1/2)*pi) for |x| < _BIG."""
     kf = rint(x * _INV_PI - 0.5)
-    return _sin_poly(_reduce_pi(x, kf + 0.5), np.int64(kf) + 1)
+    return _sin_poly(_reduce_pi(x, kf + 0.5), to_int(kf) + 1)
 
 
 @numba.njit(**JIT)
@@ -134,7 +134,7 @@ def _tan_core(x):
     n = fma(r * z, _H4(z, _TANN), r)
     n = r if r == 0.0 else n  # keeps tan(-0.0) == -0.0
     d = fma(z, _H3(z, _TAND), 1.0)
-    odd = (np.int64(kf) & 1) == 1
+    odd = (to_int(kf) & 1) == 1
     return fdiv(-d if odd else n, n if odd else d)
 
 
@@ -322,14 +322,14 @@ def _sin_core_f32(x):
     """sin(x) = (-1)^k sin(x - k*pi) in float32 for |x| < 2^17."""
     kf = rint(x * _INV_PI32)
     r = _reduce_pi_f32(x, kf)
-    return _sin_poly_f32(x if kf == _ZERO32 else r, np.int32(kf))
+    return _sin_poly_f32(x if kf == _ZERO32 else r, to_int(kf))
 
 
 @numba.njit(**JIT)
 def _cos_core_f32(x):
     """cos(x) = (-1)^(k+1) sin(x - (k+1/2)*pi) in float32 for |x| < 2^17."""
     kf = rint(x * _INV_PI32 - _HALF32)
-    return _sin_poly_f32(_reduce_pi_f32(x, kf + _HALF32), iadd(np.int32(kf), 1))
+    return _sin_poly_f32(_reduce_pi_f32(x, kf + _HALF32), iadd(to_int(kf), 1))
 
 
 @numba.njit(**JIT)
@@ -353,7 +353,7 @@ def _tan_core_f32(x):
     y = fdiv(-_ONE32, t)
     e2 = fma(y, t, _ONE32)
     even = x if x == _ZERO32 else sadd(t, tl)  # tl is +0.0 for x = -0.0
-    return fma(y, e2 + y * tl, y) if iand(np.int32(kf), 1) else even
+    return fma(y, e2 + y * tl, y) if iand(to_int(kf), 1) else even
 
 
 @numba.njit(**_STRICT)

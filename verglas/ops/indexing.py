@@ -382,7 +382,11 @@ class _IncBase(Op):
         x, v = as_tensor(x), as_tensor(v)
         index = [as_tensor(i) for i in index]
         target = self.getter(self.idx_list).make_node(x, *index).outputs[0].type.shape
-        if not self.set_instead_of_inc and not np.can_cast(v.dtype, x.dtype, "same_kind"):
+        # x[idx] += v as numpy: v casts to x's kind, and so does the sum's dtype (int32 +
+        # uint64 adds in float64, which cannot go back into int32)
+        if not self.set_instead_of_inc and not all(
+                np.can_cast(d, x.dtype, "same_kind")
+                for d in (v.dtype, np.result_type(v.dtype, x.dtype))):
             raise TypeError(f"{self}: cannot add a value of dtype {v.dtype} into {x.dtype}")
         if v.ndim > len(target):
             raise ValueError(f"{self}: value of shape {shape_str(v.type.shape)} has more "

@@ -1,0 +1,83 @@
+"""The oracle's judgement of what numpy leaves open (tests/fuzz/oracle.py, check.compare).
+
+Each case is a finding of the fuzzer where verglas was right and the oracle called a value
+determined that numpy does not determine.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tests.fuzz.check import compare, expect
+from tests.fuzz.oracle import NumpyXP, _order_dependent_product
+
+
+def _choices(fn, runs=4):
+    return [fn(NumpyXP(np.random.default_rng([7, r]), r, moves=False)) for r in range(runs)]
+
+
+def test_values_derived_from_an_unspecified_cast_are_not_judged():
+    """-17.4 cast to uint8 is undefined in C; a float computed from it (a shift, then a
+    logsumexp) may be anything, however far from numpy's (fuzzer seed 1258: 24.0 against
+    numpy's 1.386)."""
+    a = np.array([-17.4, 119.2, -33.9, 48.2])
+
+    def program(xp):
+        u = xp.cast(a, "uint8")
+        shifted = xp.binary(u, xp.cumsum(u.astype(np.uint64)), "left_shift")
+        return xp.nn(shifted, "logsumexp", axis=None)
+
+    want = program(NumpyXP())
+    assert compare(np.float64(24.0), want, [], _choices(program)) is None
+    # a value no unspecified cast reaches is still judged
+    assert compare(np.float64(2.0), np.float64(1.0), [], [np.float64(1.0)]) is not None
+
+
+def test_floats_stored_into_integers_out_of_range_are_unspecified():
+    """set_subtensor of 179.6 into int8 is an undefined cast, as in cast (seeds 513, 1290)."""
+    x = np.arange(4, dtype=np.int8)
+    runs = _choices(lambda xp: xp.update(x, np.array([179.6, 2.0]), template=(slice(0, 2),),
+                                         inc=False))
+    want = NumpyXP().update(x, np.array([179.6, 2.0]), template=(slice(0, 2),), inc=False)
+    got = want.copy()
+    got[0] = 3
+    assert compare(got, want, [], runs) is None
+    got[1] = 5  # 2.0 is exact: judged
+    assert compare(got, want, [], runs) is not None
+
+
+def test_the_sign_of_a_zero_dot_is_not_judged():
+    """numpy's dot gives -0.0 for [-6.0] . [0.0] and its matmul 0.0 (seed 3028)."""
+    a, b = np.array([-6.0]), np.array([0.0])
+    assert np.signbit(np.dot(a, b)) != np.signbit(np.matmul(a, b))
+    runs = _choices(lambda xp: xp.dot(a, b), runs=8)
+    assert compare(np.float64(0.0), np.dot(a, b), [], runs) is None
+
+
+def test_products_whose_order_decides_overflow_are_not_judged():
+    """(1e30 * 1e30) * 1e-30 overflows, 1e30 * (1e30 * 1e-30) does not; a complex product
+    that overflows is any mix of inf and NaN (CUDA seed 672)."""
+    a = np.array([[1e30, 1e30, 1e-30], [2.0, 3.0, 0.5]], np.float32)
+    assert _order_dependent_product(a, 1, False).tolist() == [True, False]
+    c = np.array([[1e30 + 1e30j, 1e30 - 1e30j, 1e-30j]], np.complex64)
+    assert _order_dependent_product(c, 1, False).tolist() == [True]
+
+
+def test_expect_gives_choice_runs():
+    from tests.fuzz.generate import generate
+
+    e = expect(generate(3))
+    assert e.error is not None or len(e.choices) == len(e.runs) > 0
+
+
+def test_complex_powers_that_overflow_on_the_way_are_not_judged():
+    """numpy's z**-5 of a huge complex64 z multiplies z five times (inf) and divides: NaN;
+    exp(-5 * log(z)) gives 0 (fuzzer seed 3824)."""
+    z = np.array([3e8 + 1e8j, 0.5 + 0.5j], np.complex64)
+    want = NumpyXP().binary(z, -5, "power")
+    runs = _choices(lambda xp: xp.binary(z, -5, "power"))
+    got = want.copy()
+    got[0] = 0
+    assert compare(got, want, [], runs) is None
+    got[1] = 0  # (0.5 + 0.5j)**-5 is finite and in range: judged
+    assert compare(got, want, [], runs) is not None

@@ -479,3 +479,15 @@ def test_complex_log_is_accurate_near_the_unit_circle():
     np.testing.assert_array_equal(got[~finite], want[~finite])
     np.testing.assert_allclose(got.real[finite], want.real[finite], rtol=1e-15, atol=0)
     np.testing.assert_allclose(got.imag[finite], want.imag[finite], rtol=1e-15, atol=0)
+
+
+def test_sign_of_negative_zero_is_positive_zero():
+    """numpy's sign(-0.0) is 0.0; the compiled sign returned its argument for zeros and NaN,
+    so -0.0 (fuzzer seed 4915: sign(-x) of x = 0.0)."""
+    for dtype in (F16, F32, F64):
+        x = t("x", (None,), dtype)
+        xs = np.array([0.0, -0.0, np.nan, 3.0, -2.0, np.inf, -np.inf], dtype)
+        for mode in ("reference", "fast_run"):
+            got = run([x], [vg.sign(x), vg.sign(-x)], [xs], mode)
+            same(got[0], np.sign(xs))
+            same(got[1], np.sign(-xs))

@@ -155,7 +155,7 @@ class Abs(UnaryScalarOp):
 
 @_register
 class Sign(UnaryScalarOp):
-    impl_expr = "(1 if x > 0 else (-1 if x < 0 else x))"  # x itself for 0, -0.0, NaN
+    impl_expr = "(1 if x > 0 else (-1 if x < 0 else (x if x != x else 0)))"  # NaN stays; -0.0 -> 0
     impl = staticmethod(impl_from_expr(impl_expr, 1))
 
     def nfunc(self, x):

@@ -427,7 +427,7 @@ def test_vectorized_math_of_a_nan_llvm_can_see():
     """clip(x, nan, x) of an integer x is a NaN LLVM knows when it compiles the loop: folding
     exp(nan) went through numba's float-to-int conversion of NaN, which is poison to LLVM,
     and the result was whatever the output's memory held, another value at each call
-    (fuzzer seed 2727: erf(sigmoid(...))). The kernels convert with llvm.fptosi.sat now."""
+    (fuzzer seed 2727: erf(sigmoid(...))). The kernels convert through the bits now."""
     names = ("exp", "expm1", "log", "log1p", "sin", "cos", "tan", "tanh", "sigmoid",
              "softplus", "erf")
     for dtype, float_dtype in (("uint64", F64), ("int16", F32)):

@@ -178,6 +178,24 @@ def empty_c(typingctx, shape, dtype):
     return ret(shape, dtype), codegen
 
 
+def _saturated_int(builder, value, signed: bool):
+    """LLVM IR of float `value` converted to int64 (`signed`) or uint64, rounded toward zero,
+    with NaN as 0 and values beyond the range clamped first: defined for every input.
+    (Compares and selects: llvm.fptosi.sat does not vectorize here.)"""
+    ty = value.type
+    bound = 2.0 ** (63 if signed else 64)
+    top = bound * (1 - 2.0 ** (-24 if str(ty) == "float" else -53))  # the largest float below
+    low = -bound if signed else 0.0
+    value = builder.select(builder.fcmp_unordered("uno", value, value),
+                           llvm_ir.Constant(ty, 0.0), value)
+    value = builder.select(builder.fcmp_ordered(">", value, llvm_ir.Constant(ty, top)),
+                           llvm_ir.Constant(ty, top), value)
+    value = builder.select(builder.fcmp_ordered("<", value, llvm_ir.Constant(ty, low)),
+                           llvm_ir.Constant(ty, low), value)
+    i64 = llvm_ir.IntType(64)
+    return builder.fptosi(value, i64) if signed else builder.fptoui(value, i64)
+
+
 @intrinsic
 def float_to_int(typingctx, x, signed):
     """float32/float64 `x` truncated to int64 (a literal True `signed`) or uint64, defined
@@ -193,19 +211,11 @@ def float_to_int(typingctx, x, signed):
 
     def codegen(context, builder, sig, args):
         value = args[0]
-        i64 = llvm_ir.IntType(64)
-        bits = x.bitwidth
-
-        def sat(kind):
-            fnty = llvm_ir.FunctionType(i64, [value.type])
-            name = f"llvm.{kind}.sat.i64.f{bits}"
-            return builder.call(cgutils.get_or_insert_function(builder.module, fnty, name),
-                                [value])
-
+        as_signed = _saturated_int(builder, value, True)
         if signed.literal_value:
-            return sat("fptosi")
+            return as_signed
         negative = builder.fcmp_ordered("<", value, llvm_ir.Constant(value.type, 0.0))
-        return builder.select(negative, sat("fptosi"), sat("fptoui"))
+        return builder.select(negative, as_signed, _saturated_int(builder, value, False))
 
     return ret(x, signed), codegen
 

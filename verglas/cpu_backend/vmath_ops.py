@@ -11,6 +11,8 @@ look through the adds that feed it, flagged or not (a two_sum's error term, cons
 fast subtract, came out 0).
 """
 
+import struct
+
 import numba
 from llvmlite import ir
 from numba import types
@@ -83,16 +85,20 @@ def rint(typingctx, x):
 
 @intrinsic
 def to_int(typingctx, x):
-    """float64/float32 -> int64/int32 rounded toward zero, saturating, NaN -> 0
-    (llvm.fptosi.sat): defined for every input, where numba's conversion of NaN or inf is
-    poison, and LLVM folding a kernel on a constant NaN then made its whole result garbage."""
+    """An integral float64/float32 `x` (|x| < 2^51 / 2^22) as int64/int32, through its bits:
+    the low bits of x + 1.5*2^52 (1.5*2^23). For NaN and inf the bits are garbage but
+    defined, where numba's fptosi gives poison (LLVM folding a kernel on a constant NaN made
+    its whole result garbage, not NaN); as cheap as the conversion on AVX-512 and cheaper
+    without it (AVX2 has no vector float64 -> int64), unlike clamping or llvm.fptosi.sat."""
     ret = types.int64 if x == types.float64 else types.int32
 
     def codegen(context, builder, sig, args):
         ity = context.get_value_type(ret)
-        fnty = ir.FunctionType(ity, [args[0].type])
-        name = f"llvm.fptosi.sat.i{ret.bitwidth}.f{x.bitwidth}"
-        return builder.call(cgutils.get_or_insert_function(builder.module, fnty, name), args)
+        magic = 1.5 * 2.0 ** (52 if ret == types.int64 else 23)
+        shifted = builder.fadd(args[0], ir.Constant(args[0].type, magic), flags=("afn",))
+        packed = struct.pack("<d" if ret == types.int64 else "<f", magic)
+        magic_bits = ir.Constant(ity, int.from_bytes(packed, "little"))
+        return builder.sub(builder.bitcast(shifted, ity), magic_bits)
 
     return ret(x), codegen
 

@@ -42,10 +42,31 @@ def test_elementwise_chain_is_one_kernel_pair_and_reduce_of_map_fuses():
     from verglas.function import _optimize
     from verglas.schedule import lower
 
-    src = generate(lower(_optimize([x], [vg.sum(vg.exp(x) * 2 + 1, axis=1)], "fast_run")))
+    src = generate(lower(_optimize([x], [vg.sum(vg.exp(x) * 2 + 1, axis=0)], "fast_run")))
     assert "fused into step" in src.text
     assert [s.name.split("_")[1] for s in src.kernels] == ["rows", "cols", "final"]
     assert src.capturable
+
+
+def test_row_groups_are_one_kernel():
+    """The scheduler's row groups (softmax, logsumexp, a row sum of a map) run as one kernel
+    each; with rows short enough for the threads' registers, a variant that reads the input
+    once."""
+    x = vg.tensor("x", (None, None), "float32")
+    from verglas.function import _optimize
+    from verglas.schedule import lower
+
+    for out, launches in ((vg.sum(vg.exp(x) * 2 + 1, axis=1), 1), (vg.softmax(x, axis=1), 1),
+                          (vg.logsumexp(x, axis=1), 1)):
+        program = lower(_optimize([x], [out], "fast_run"))
+        assert len(program.groups) == 1 and program.n_kernels() == launches
+        src = generate(program, Config(threads=64))
+        assert src.text.count("one row kernel") == 1
+        names = [s.name for s in src.kernels]
+        assert all(n.startswith("k0_rows") for n in names), names
+        assert src.capturable
+    cached = [s for s in src.kernels if s.name.endswith("cached")]
+    assert cached and "cuda.local.array" in cached[0].source  # logsumexp: x held, read once
 
 
 class _FakeLauncher:

@@ -471,13 +471,11 @@ def generate(program, name: str = "program", parent: ProgramSource | None = None
 
     storage = _Storage(program, names, src, workspace=parent is None and WORKSPACE)
 
-    from verglas.cpu_backend.rowfusion import emit_row_group, row_groups
+    from verglas.cpu_backend.rowfusion import emit_row_group
+    from verglas.schedule.program import Step
 
-    groups = row_groups(program)
-    steps = list(program.steps)
-    k = 0
-    while k < len(steps):
-        members = groups.get(k, [steps[k]])
+    for unit in program.units():
+        members = [unit] if isinstance(unit, Step) else unit.steps
         contexts = []
         for step in members:
             for b in step.outputs:
@@ -485,12 +483,11 @@ def generate(program, name: str = "program", parent: ProgramSource | None = None
                 contiguous[b] = program.buffers[b].view_of is None
             em.line(f"# step {step.index}: {step.node.op}")
             contexts.append(StepContext(src, program, step, names, contiguous, storage))
-        if len(members) > 1:
-            em.line(f"# steps {members[0].index}-{members[-1].index}: one loop over rows")
-            emit_row_group(contexts)
+        if isinstance(unit, Step):
+            emit(unit.node.op, contexts[0])
         else:
-            emit(members[0].node.op, contexts[0])
-        k += len(members)
+            em.line(f"# steps {unit.first}-{unit.last}: one loop over rows")
+            emit_row_group(unit, contexts)
     outs = []
     seen: set[int] = set()
     for b in program.outputs:

@@ -1,11 +1,9 @@
-"""Row fusion: consecutive 2-d steps that share their leading dimension run as ONE loop over
-rows, each step doing its row while the row is in cache.
+"""Row groups on the CPU: the steps of a scheduled RowGroup (verglas/schedule/rowgroups.py)
+emitted as ONE loop over rows, each step doing its row while the row is in cache; the loop
+runs on numba's thread pool when a threading layer safe under concurrent calls loads.
 
-softmax is max over each row, a shifted exp, a sum over each row and a division: four passes
-over the whole array as separate steps, one pass in row order when fused. A step joins a group
-when it is an Elemwise over (R, C) or (R, 1) whose broadcasting is proven statically, or a
-Sum/Max/Min over axis 1 of an (R, C) array, and R is the very same dimension (the shape graph is
-interned, so this is an identity test).
+Whole rows go through 1-d row views, float32 row sums accumulate in float32 SIMD lanes, and a
+float max/min reduces integer order keys (below), which LLVM vectorizes.
 """
 
 from __future__ import annotations
@@ -20,10 +18,10 @@ from verglas.cpu_backend.threads import parallel_rows
 from verglas.cpu_backend.vmath import _as_float, _as_int
 from verglas.cpu_backend.dtypes import cast_expr
 from verglas.graph.basic import Constant
-from verglas.ops.elemwise import Elemwise
-from verglas.ops.reduce import Max, Min, Sum
+from verglas.ops.reduce import Max, Min
+from verglas.schedule.rowgroups import is_row_reduce
 
-__all__ = ["row_groups", "emit_row_group", "start_order_reduction", "order_update", "order_result"]
+__all__ = ["emit_row_group", "start_order_reduction", "order_update", "order_result"]
 
 
 _jit_inline = numba.njit(inline="always", error_model="numpy")
@@ -93,161 +91,9 @@ def order_result(order, acc: str) -> str:
     return f"np.nan if {nan} else {value}({acc})"
 
 
-_REDUCES = (Sum, Max, Min)
-
-def _is_reduce(op) -> bool:
-    return isinstance(op, _REDUCES) and op.axis == (1,)
-
-
-def _row_dim(program, step):
-    node = step.node
-    if isinstance(node.op, Elemwise) and node.outputs[0].ndim == 2:
-        return program.shapes.dims_of(step.outputs[0])[0]
-    if _is_reduce(node.op) and node.inputs[0].ndim == 2:
-        return program.shapes.dims_of(step.inputs[0])[0]
-    return None
-
-
-def _one_element(var) -> bool:
-    return all(d == 1 for d in var.type.shape)
-
-
-def _modes(program, step) -> list | None:
-    """Per input of an Elemwise step: ('full'|'bcast', 'full'|'bcast') or 'scalar'; None when
-    some broadcasting is only known at run time."""
-    shapes = program.shapes
-    out_dims = shapes.dims_of(step.outputs[0])
-    out_static = step.node.outputs[0].type.shape
-    modes = []
-    for bid, var in zip(step.inputs, step.node.inputs):
-        if var.ndim != 2:
-            return None
-        if _one_element(var):
-            modes.append("scalar")
-            continue
-        in_dims = shapes.dims_of(bid)
-        mode = []
-        for k in range(2):
-            if in_dims[k] is out_dims[k] or (var.type.shape[k] is not None
-                                             and var.type.shape[k] == out_static[k]):
-                mode.append("full")
-            elif var.type.shape[k] == 1:
-                mode.append("bcast")
-            else:
-                return None
-        modes.append(tuple(mode))
-    return modes
-
-
-def _fits(program, step) -> bool:
-    op = step.node.op
-    if _is_reduce(op):
-        return np.dtype(step.node.inputs[0].dtype).kind in "fiu"
-    return _modes(program, step) is not None
-
-
-def row_groups(program) -> dict:
-    """{index of a group's first step: the group's steps} for the row-fusable runs."""
-    groups = {}
-    steps = program.steps
-    i = 0
-    while i < len(steps):
-        rows = _row_dim(program, steps[i])
-        j = i
-        while (j < len(steps) and rows is not None and _row_dim(program, steps[j]) is rows
-               and _fits(program, steps[j])):
-            j += 1
-        members = steps[i:j]
-        if len(members) >= 2 and any(_is_reduce(s.node.op) for s in members):
-            groups[i] = list(members)
-            i = j
-        else:
-            i += 1
-    return groups
-
-
-def _row_locals(program, members) -> dict:
-    """{buffer: 'row' | 'value'} for the buffers a group both writes and alone reads.
-
-    Such a buffer never needs its whole (R, C) storage: one row of scratch ('row', stays in
-    L1) or one value per row ('value', a (R, 1) buffer) serves the loop over rows.
-    """
-    inside = {s.index for s in members}
-    used_outside = set(program.outputs)
-    for step in program.steps:
-        if step.index not in inside:
-            used_outside.update(step.inputs)
-    local = {}
-    for step in members:
-        for b in step.outputs:
-            var = program.buffers[b].var
-            if (b in used_outside or program.buffers[b].view_of is not None or var.ndim != 2
-                    or var.type.shape[0] == 1):
-                continue
-            local[b] = "value" if var.type.shape[1] == 1 else "row"
-    changed = True
-    while changed:  # an inplace output shares its input's storage: both local or neither
-        changed = False
-        for step in members:
-            for b in step.outputs:
-                t = program.buffers[b].takes_over
-                if t is not None and (b in local) != (t in local):
-                    local.pop(b, None)
-                    local.pop(t, None)
-                    changed = True
-    return local
-
-
-def _inlined(program, members, local) -> dict:
-    """{elementwise step index: the reduce step} for the elementwise steps whose one output
-    only the next reduction over it reads: computed inside that reduction's loop, never
-    stored (logsumexp's exp)."""
-    readers: dict[int, list] = {}
-    for step in members:
-        for b in step.inputs:
-            readers.setdefault(b, []).append(step)
-    out = {}
-    for pos, step in enumerate(members):
-        if not isinstance(step.node.op, Elemwise) or len(step.outputs) != 1:
-            continue
-        b = step.outputs[0]
-        users = readers.get(b, [])
-        if local.get(b) != "row" or len(users) != 1 or not _is_reduce(users[0].node.op):
-            continue
-        reduce = users[0]
-        between = members[pos + 1:members.index(reduce)]
-        if any(program.buffers[o].takes_over in step.inputs for s in between for o in s.outputs):
-            continue  # an input is overwritten before the reduction would read it
-        out[step.index] = reduce
-    return out
-
-
-def _riding(program, members, inlined) -> dict:
-    """{reduce step index: elementwise step index} for the reductions over an elementwise
-    output that other steps read too: accumulated in the producer's own column loop as each
-    value is stored (softmax's sum of exp), one pass over the row fewer."""
-    out = {}
-    for pos, step in enumerate(members):
-        if not _is_reduce(step.node.op):
-            continue
-        x = step.inputs[0]
-        k = next((k for k, e in enumerate(members[:pos]) if x in e.outputs), None)
-        if k is None:
-            continue
-        producer = members[k]
-        if (producer.index in inlined or not isinstance(producer.node.op, Elemwise)
-                or len(producer.outputs) != 1
-                or producer.node.outputs[0].type.shape[1] == 1):
-            continue
-        between = members[k + 1:pos]
-        if any(program.buffers[o].takes_over == x for s in between for o in s.outputs):
-            continue  # overwritten before the reduction would read it
-        out[step.index] = producer.index
-    return out
-
-
-def emit_row_group(contexts) -> None:
-    """Emit the steps of one group (their StepContexts, in order) as one loop over rows."""
+def emit_row_group(group, contexts) -> None:
+    """Emit the steps of row `group` (their StepContexts, in order) as one loop over rows, as
+    the scheduler planned it (verglas/schedule/rowgroups.py)."""
     from verglas.cpu_backend.kernels import _elemwise_body, literal
     from verglas.cpu_backend.reduce_kernels import _combine, _identity
 
@@ -255,14 +101,11 @@ def emit_row_group(contexts) -> None:
     em = ctx0.em
     program = ctx0.program
     members = [c.step for c in contexts]
-    local = _row_locals(program, members)
-    inlined = _inlined(program, members, local)
-    riding = _riding(program, members, inlined)
+    local, inlined, riding = group.local, group.inlined, group.riding
     first = contexts[0]
     rows = None
     for i, var in enumerate(first.node.inputs):
-        if var.ndim == 2 and program.shapes.dims_of(first.step.inputs[i])[0] is \
-                _row_dim(program, first.step):
+        if var.ndim == 2 and program.shapes.dims_of(first.step.inputs[i])[0] is group.rows:
             rows = f"{first.inp(i)}.shape[0]"
             break
     if rows is None:
@@ -298,7 +141,7 @@ def emit_row_group(contexts) -> None:
     made_here = {b for s in members for b in s.outputs}  # buffers the group computes
     for ctx in contexts:  # allocations and one-element inputs, before the loop
         node, step = ctx.node, ctx.step
-        if _is_reduce(node.op):
+        if is_row_reduce(node.op):
             x = ctx.inp(0)
             cols = f"{x}.shape[1]" if step.inputs[0] not in local else None
             if not node.op.has_identity:
@@ -311,7 +154,7 @@ def emit_row_group(contexts) -> None:
                 ctx.alloc(0, shape)
             plans[step.index] = ("reduce", ctx)
             continue
-        modes = _modes(program, step)
+        modes = group.modes[step.index]
         scalars, arrays = {}, {}
         for i, (var, mode) in enumerate(zip(node.inputs, modes)):
             if mode == "scalar" and step.inputs[i] in made_here:

@@ -266,9 +266,26 @@ def generate(program, config: Config = Config(), name: str = "program") -> HostS
         gen.dev_name[buf.id] = f"c{buf.id}"
         src.const_args.append((f"c{buf.id}", data))
         args.append(f"c{buf.id}")
+    from verglas.cuda_backend.rowkernels import emit_row_group, row_group_fusable
+    from verglas.schedule.program import Step
+
     absorbed = fusable_producers(program)
     skipped = {p.index for p in absorbed.values()}
-    for step in program.steps:
+    steps = []  # what runs step by step: every step but those of row groups run as one kernel
+    for unit in program.units():
+        if isinstance(unit, Step):
+            steps.append(unit)
+        elif row_group_fusable(program, unit):
+            steps.append(unit)
+        else:  # its steps one by one, the row-local buffers stored
+            steps.extend(unit.steps)
+    for step in steps:
+        if not isinstance(step, Step):
+            em.line(f"# steps {step.first}-{step.last}: one row kernel")
+            for member in step.steps:
+                em.line(f"# step {member.index}: {member.node.op}")
+            emit_row_group(gen, step, [StepContext(gen, s) for s in step.steps])
+            continue
         if step.index in skipped:
             em.line(f"# step {step.index}: {step.node.op} (fused into step "
                     f"{next(i for i, p in absorbed.items() if p.index == step.index)})")

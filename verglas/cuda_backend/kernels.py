@@ -20,7 +20,7 @@ from verglas.ops.linalg import MatMul
 from verglas.ops.reduce import Argmax, CumSum, Reduce
 from verglas.ops.shape import Alloc, ARange, Join, Reshape, SumToShape
 
-__all__ = ["emit"]
+__all__ = ["emit", "output_storage"]
 
 _ATOMIC_ADD = ("float32", "float64", "int32", "int64", "uint32", "uint64")
 
@@ -84,7 +84,7 @@ def _base_is_temp(program, bid: int) -> bool:
     return buf.kind == "temp"
 
 
-def _output(ctx: StepContext, j: int, shape: str) -> str:
+def output_storage(ctx: StepContext, j: int, shape: str) -> str:
     """Storage for output j: its inplace target when that is our own temporary, else new."""
     buf = ctx.program.buffers[ctx.step.outputs[j]]
     target = buf.takes_over
@@ -106,7 +106,7 @@ def _emit_elemwise(op, ctx) -> None:
     strided = flat if ndim == 0 else ctx.kernel(
         T.map_kernel(ctx.kname("map"), op.scalar_op, kinds, out_dtypes, ndim, False))
     s = _loop_shape(ctx, kinds, arrays, ndim)
-    outs = [_output(ctx, j, s) for j in range(len(node.outputs))]
+    outs = [output_storage(ctx, j, s) for j in range(len(node.outputs))]
     ctx.line(f"H.run_map(L, {flat}, {strided}, {s}, {_tuple(outs)}, {_tuple(arrays)}, "
              f"{_tuple(extras)})")
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 __all__ = ["liveness"]
 
 
-def liveness(n_buffers: int, steps, outputs, base_of) -> list[tuple[int, int]]:
+def liveness(n_buffers: int, steps, outputs, base_of, groups=()) -> list[tuple[int, int]]:
     """(first step, last step) per buffer; a view keeps its base alive, outputs live to the end.
 
-    `base_of[b]` is the buffer whose storage `b` uses (itself when it owns its storage).
+    `base_of[b]` is the buffer whose storage `b` uses (itself when it owns its storage). The
+    members of a row group run interleaved, row by row: what any of them reads or writes lives
+    through the whole group (no storage is handed on inside it).
     """
     end = len(steps)
     first = [-1] * n_buffers
@@ -19,6 +21,9 @@ def liveness(n_buffers: int, steps, outputs, base_of) -> list[tuple[int, int]]:
             last[b] = max(last[b], step.index)
         for b in step.inputs:
             last[b] = max(last[b], step.index)
+    for group in groups:
+        for b in group.buffers():
+            last[b] = max(last[b], group.last)
     for b in outputs:
         last[b] = end
     # storage lives as long as anything that uses it

@@ -6,6 +6,7 @@ from verglas.graph.basic import Constant
 from verglas.schedule.liveness import liveness
 from verglas.schedule.memory import plan_memory
 from verglas.schedule.program import Buffer, Program, Step
+from verglas.schedule.rowgroups import row_groups
 from verglas.schedule.shapes import ShapeTable
 
 __all__ = ["lower", "is_metadata_step", "inner_graph_of"]
@@ -66,19 +67,23 @@ def lower(graph, input_names=(), _cache=None) -> Program:
     buffers = [b if b.id not in out_set else _replace(b, is_output=True) for b in buffers]
 
     shapes = ShapeTable(graph, [b.var for b in buffers], input_names)
+    groups = row_groups(steps, buffers, outputs, shapes)
     base_of = list(range(len(buffers)))
     for b in buffers:
         if b.view_of is not None:
             base_of[b.id] = base_of[b.view_of]
         elif b.takes_over is not None:
             base_of[b.id] = base_of[b.takes_over]
-    live = liveness(len(buffers), steps, outputs, base_of)
+    live = liveness(len(buffers), steps, outputs, base_of, groups)
+    local = {b for g in groups for b in g.local}
+    # storage of its own only for a temporary that is not group-local
     plannable = [b if b.kind == "temp" and not _aliases_root(b, buffers, base_of)
+                 and b.id not in local
                  else _replace(b, view_of=b.view_of if b.view_of is not None else b.id)
                  for b in buffers]
     slots, specs = plan_memory(plannable, steps, live, shapes.size_of)
     return Program(graph, tuple(buffers), tuple(steps), inputs, outputs, shapes, tuple(live),
-                   tuple(slots), tuple(specs), tuple(input_names))
+                   tuple(slots), tuple(specs), tuple(input_names), tuple(groups))
 
 
 def _aliases_root(buf, buffers, base_of) -> bool:

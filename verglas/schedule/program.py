@@ -57,6 +57,7 @@ class Program:
     slots: tuple[int | None, ...] = ()  # per buffer: storage slot (None: input/const/view)
     slot_specs: tuple[tuple[str, object], ...] = ()  # per slot: (dtype, size variable)
     input_names: tuple[str, ...] = field(default=())
+    groups: tuple = ()  # RowGroups (rowgroups.py): consecutive steps that run as one loop
 
     def rename_inputs(self, names) -> None:
         """Use `names` for the inputs when printing (a Program loaded from a cache)."""
@@ -94,11 +95,26 @@ class Program:
             slot_bytes[slot] = max(slot_bytes.get(slot, 0), nbytes)
         return sum(slot_bytes.values())
 
+    def units(self):
+        """What runs, in order: each step, with a row group's members as one RowGroup."""
+        starts = {g.first: g for g in self.groups}
+        k = 0
+        while k < len(self.steps):
+            group = starts.get(k)
+            if group is None:
+                yield self.steps[k]
+                k += 1
+            else:
+                yield group
+                k += len(group.steps)
+
     def n_kernels(self) -> int:
-        """Steps that launch work (views and shape reads excluded)."""
+        """Loops or kernels that run: steps that launch work (views and shape reads
+        excluded), a row group counting once."""
         from verglas.schedule.lower import is_metadata_step
 
-        return sum(1 for s in self.steps if not is_metadata_step(s))
+        return sum(1 for u in self.units() if not isinstance(u, Step)
+                   or not is_metadata_step(u))
 
     # -- printing ------------------------------------------------------------------------------
     def buffer_str(self, bid: int) -> str:
@@ -114,21 +130,41 @@ class Program:
         for b in self.inputs:
             buf = self.buffers[b]
             lines.append(f"  in   {self.buffer_str(b)}: {buf.dtype}{self.shapes.shape_str(b)}")
-        for step in self.steps:
-            outs = []
-            for b in step.outputs:
-                buf = self.buffers[b]
-                mark = ""
-                if buf.view_of is not None:
-                    mark = f" view({self.buffer_str(buf.view_of)})"
-                elif buf.takes_over is not None:
-                    mark = f" inplace({self.buffer_str(buf.takes_over)})"
-                elif self.slots and self.slots[b] is not None:
-                    mark = f" @s{self.slots[b]}"
-                outs.append(f"{self.buffer_str(b)}: {buf.dtype}{self.shapes.shape_str(b)}{mark}")
-            ins = ", ".join(self.buffer_str(b) if self.buffers[b].kind != "constant"
-                            else f"c{b}" for b in step.inputs)
-            sub = " [sub-program]" if step.sub_program is not None else ""
-            lines.append(f"  {step.index:3d}  {', '.join(outs)} = {step.node.op}({ins}){sub}")
+        for unit in self.units():
+            if isinstance(unit, Step):
+                lines.append(f"  {unit.index:3d}  {self._step_str(unit)}")
+                continue
+            lines.append(f"  {unit.first:3d}-{unit.last}  one loop over "
+                         f"{self.shapes.dim_str(unit.rows)} rows:")
+            for step in unit.steps:
+                lines.append(f"       {step.index:3d}  {self._step_str(step, unit)}")
         lines.append("  out  " + ", ".join(self.buffer_str(b) for b in self.outputs))
         return "\n".join(lines)
+
+    def _step_str(self, step, group=None) -> str:
+        """`outputs = op(inputs)`, with each output's storage: a view, inplace, a slot, or
+        inside a row `group` one row or one value per row (and where an elementwise step is
+        computed in a reduction's loop, or a reduction in its producer's)."""
+        outs = []
+        for b in step.outputs:
+            buf = self.buffers[b]
+            if buf.view_of is not None:
+                mark = f" view({self.buffer_str(buf.view_of)})"
+            elif buf.takes_over is not None:
+                mark = f" inplace({self.buffer_str(buf.takes_over)})"
+            elif group is not None and b in group.local:
+                mark = f" [one {group.local[b]}]"
+            elif self.slots and self.slots[b] is not None:
+                mark = f" @s{self.slots[b]}"
+            else:
+                mark = ""
+            outs.append(f"{self.buffer_str(b)}: {buf.dtype}{self.shapes.shape_str(b)}{mark}")
+        ins = ", ".join(self.buffer_str(b) if self.buffers[b].kind != "constant" else f"c{b}"
+                        for b in step.inputs)
+        sub = " [sub-program]" if step.sub_program is not None else ""
+        where = ""
+        if group is not None and step.index in group.inlined:
+            where = f"  (in the loop of {group.inlined[step.index]})"
+        elif group is not None and step.index in group.riding:
+            where = f"  (in the loop of {group.riding[step.index]})"
+        return f"{', '.join(outs)} = {step.node.op}({ins}){sub}{where}"

@@ -1,0 +1,212 @@
+"""Row groups: consecutive steps over the rows of one 2-d shape that run as ONE loop over rows.
+
+softmax is a max over each row, a shifted exp, a sum over each row and a division: four passes
+over the whole array as separate steps, one pass in row order when fused (each row in cache,
+and on a GPU one kernel with one read of the input). A step joins a group when it is an
+Elemwise over (R, C) or (R, 1) whose broadcasting is proven statically, or a Sum/Max/Min over
+axis 1 of an (R, C) array, and R is the very same dimension (the shape graph is interned, so
+this is an identity test). A group has at least one reduction.
+
+The group also decides what its buffers need:
+- `local`: buffers the group both writes and alone reads never get their (R, C) storage: one
+  row of scratch ("row") or one value per row ("value") serves the loop;
+- `inlined`: an elementwise step whose one output only the next reduction reads is computed
+  inside that reduction's loop, never stored (logsumexp's exp);
+- `riding`: a reduction over an elementwise output that other steps read too accumulates in
+  the producer's own loop as each value is stored (softmax's sum of exp).
+Both backends emit a group as one loop (CPU) or one kernel (CUDA) from these decisions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from verglas.ops.elemwise import Elemwise
+from verglas.ops.reduce import Max, Min, Sum
+
+__all__ = ["RowGroup", "row_groups", "row_modes", "is_row_reduce"]
+
+_REDUCES = (Sum, Max, Min)
+
+
+@dataclass(frozen=True, eq=False)
+class RowGroup:
+    """Steps (consecutive in the Program) that run as one loop over rows."""
+
+    steps: tuple  # the member Steps, in order
+    rows: object  # the row count: a variable of the Program's shape graph
+    local: dict  # buffer id -> "row" | "value": no (R, C) storage (see the module doc)
+    inlined: dict  # elementwise step index -> the reduction step index whose loop computes it
+    riding: dict  # reduction step index -> the elementwise step index whose loop accumulates it
+    modes: dict  # elementwise step index -> per input: ("full"|"bcast", "full"|"bcast") or "scalar"
+
+    @property
+    def first(self) -> int:
+        return self.steps[0].index
+
+    @property
+    def last(self) -> int:
+        return self.steps[-1].index
+
+    @property
+    def index(self) -> int:
+        return self.first
+
+    def buffers(self) -> set[int]:
+        """Every buffer a member reads or writes."""
+        return {b for s in self.steps for b in (*s.inputs, *s.outputs)}
+
+
+def is_row_reduce(op) -> bool:
+    """A reduction a row group takes: Sum/Max/Min over axis 1."""
+    return isinstance(op, _REDUCES) and op.axis == (1,)
+
+
+def _row_dim(shapes, step):
+    node = step.node
+    if isinstance(node.op, Elemwise) and node.outputs[0].ndim == 2:
+        return shapes.dims_of(step.outputs[0])[0]
+    if is_row_reduce(node.op) and node.inputs[0].ndim == 2:
+        return shapes.dims_of(step.inputs[0])[0]
+    return None
+
+
+def _one_element(var) -> bool:
+    return all(d == 1 for d in var.type.shape)
+
+
+def row_modes(shapes, step) -> tuple | None:
+    """Per input of an Elemwise step: ('full'|'bcast', 'full'|'bcast') or 'scalar'; None when
+    some broadcasting is only known at run time."""
+    out_dims = shapes.dims_of(step.outputs[0])
+    out_static = step.node.outputs[0].type.shape
+    modes = []
+    for bid, var in zip(step.inputs, step.node.inputs):
+        if var.ndim != 2:
+            return None
+        if _one_element(var):
+            modes.append("scalar")
+            continue
+        in_dims = shapes.dims_of(bid)
+        mode = []
+        for k in range(2):
+            if in_dims[k] is out_dims[k] or (var.type.shape[k] is not None
+                                             and var.type.shape[k] == out_static[k]):
+                mode.append("full")
+            elif var.type.shape[k] == 1:
+                mode.append("bcast")
+            else:
+                return None
+        modes.append(tuple(mode))
+    return tuple(modes)
+
+
+def _fits(shapes, step) -> bool:
+    op = step.node.op
+    if is_row_reduce(op):
+        return np.dtype(step.node.inputs[0].dtype).kind in "fiu"
+    return row_modes(shapes, step) is not None
+
+
+def row_groups(steps, buffers, outputs, shapes) -> list[RowGroup]:
+    """The row groups of a program's `steps` (consecutive runs over one row dimension with a
+    reduction among them)."""
+    groups = []
+    i = 0
+    while i < len(steps):
+        rows = _row_dim(shapes, steps[i])
+        j = i
+        while (j < len(steps) and rows is not None and _row_dim(shapes, steps[j]) is rows
+               and _fits(shapes, steps[j])):
+            j += 1
+        members = steps[i:j]
+        if len(members) >= 2 and any(is_row_reduce(s.node.op) for s in members):
+            groups.append(_group(tuple(members), rows, steps, buffers, outputs, shapes))
+            i = j
+        else:
+            i += 1
+    return groups
+
+
+def _group(members, rows, steps, buffers, outputs, shapes) -> RowGroup:
+    local = _row_locals(members, steps, buffers, outputs)
+    inlined = _inlined(members, local, buffers)
+    riding = _riding(members, inlined, buffers)
+    modes = {s.index: row_modes(shapes, s) for s in members if isinstance(s.node.op, Elemwise)}
+    return RowGroup(members, rows, local, inlined, riding, modes)
+
+
+def _row_locals(members, steps, buffers, outputs) -> dict:
+    """{buffer: 'row' | 'value'} for the buffers a group both writes and alone reads."""
+    inside = {s.index for s in members}
+    used_outside = set(outputs)
+    for step in steps:
+        if step.index not in inside:
+            used_outside.update(step.inputs)
+    local = {}
+    for step in members:
+        for b in step.outputs:
+            var = buffers[b].var
+            if (b in used_outside or buffers[b].view_of is not None or var.ndim != 2
+                    or var.type.shape[0] == 1):
+                continue
+            local[b] = "value" if var.type.shape[1] == 1 else "row"
+    changed = True
+    while changed:  # an inplace output shares its input's storage: both local or neither
+        changed = False
+        for step in members:
+            for b in step.outputs:
+                t = buffers[b].takes_over
+                if t is not None and (b in local) != (t in local):
+                    local.pop(b, None)
+                    local.pop(t, None)
+                    changed = True
+    return local
+
+
+def _inlined(members, local, buffers) -> dict:
+    """{elementwise step index: reduce step index} for the elementwise steps whose one output
+    only the next reduction over it reads."""
+    readers: dict[int, list] = {}
+    for step in members:
+        for b in step.inputs:
+            readers.setdefault(b, []).append(step)
+    out = {}
+    for pos, step in enumerate(members):
+        if not isinstance(step.node.op, Elemwise) or len(step.outputs) != 1:
+            continue
+        b = step.outputs[0]
+        users = readers.get(b, [])
+        if local.get(b) != "row" or len(users) != 1 or not is_row_reduce(users[0].node.op):
+            continue
+        reduce = users[0]
+        between = members[pos + 1:members.index(reduce)]
+        if any(buffers[o].takes_over in step.inputs for s in between for o in s.outputs):
+            continue  # an input is overwritten before the reduction would read it
+        out[step.index] = reduce.index
+    return out
+
+
+def _riding(members, inlined, buffers) -> dict:
+    """{reduce step index: elementwise step index} for the reductions over an elementwise
+    output that other steps read too."""
+    out = {}
+    for pos, step in enumerate(members):
+        if not is_row_reduce(step.node.op):
+            continue
+        x = step.inputs[0]
+        k = next((k for k, e in enumerate(members[:pos]) if x in e.outputs), None)
+        if k is None:
+            continue
+        producer = members[k]
+        if (producer.index in inlined or not isinstance(producer.node.op, Elemwise)
+                or len(producer.outputs) != 1
+                or producer.node.outputs[0].type.shape[1] == 1):
+            continue
+        between = members[k + 1:pos]
+        if any(buffers[o].takes_over == x for s in between for o in s.outputs):
+            continue  # overwritten before the reduction would read it
+        out[step.index] = producer.index
+    return out

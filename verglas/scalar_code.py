@@ -49,9 +49,9 @@ def loop_dtypes(sop, dtypes: tuple) -> tuple | None:
 
 # complex arguments: cmath, and numpy's definitions where they differ from Python's
 _COMPLEX = {
-    "exp": "cmath.exp(x)", "log": "complex_log(x)", "sqrt": "cmath.sqrt(x)",
+    "exp": "complex_exp(x)", "log": "complex_log(x)", "sqrt": "cmath.sqrt(x)",
     "sin": "cmath.sin(x)", "cos": "cmath.cos(x)", "tan": "cmath.tan(x)",
-    "tanh": "cmath.tanh(x)", "expm1": "(cmath.exp(x) - 1)", "log1p": "cmath.log(1 + x)",
+    "tanh": "cmath.tanh(x)", "expm1": "(complex_exp(x) - 1)", "log1p": "cmath.log(1 + x)",
     "isinf": "cmath.isinf(x)", "sign": "complex_sign(x)",
     "lt": "complex_lt(x, y)", "le": "complex_le(x, y)", "gt": "complex_lt(y, x)",
     "ge": "complex_le(y, x)", "maximum": "complex_maximum(x, y)",
@@ -113,6 +113,12 @@ def helpers_in(expr: str) -> list[str]:
 
 
 HELPERS = {
+    # a product no fast-math flag reaches: the CPU backend compiles its helpers into loops
+    # flagged 'reassoc' and 'contract', which would re-associate it (it substitutes an
+    # intrinsic for this def); CUDA kernels compile without such flags
+    "strict_mul": '''def strict_mul(a, b):
+    return a * b
+''',
     "int_power": '''def int_power(x, y):
     """numpy's integer power: an error for a negative exponent, else repeated squaring with
     wraparound (in uint64: the caller keeps the result's low bits)."""
@@ -166,6 +172,28 @@ HELPERS = {
         return complex(0.0, 0.0)
     a = abs(z)
     return complex(z.real / a, z.imag / a)
+''',
+    "complex_exp": '''def complex_exp(z):
+    """numpy's complex exp (C99's cexp): a zero imaginary part stays exact (exp(1000 + 0j) is
+    inf + 0j, not inf + nan*j), exp(-inf + i*y) is 0 for any y, an infinite real part keeps
+    inf + nan*j, and exp(x) beyond the largest double scales in two halves, so a finite part
+    of the result stays finite (exp(710 + 1j) has a finite real part)."""
+    z = np.complex128(z)
+    x, y = z.real, z.imag
+    if y == 0:
+        return complex(math.exp(x), y)
+    if not math.isfinite(y):
+        if x == -math.inf:
+            return complex(0.0, 0.0)
+        if x == math.inf:
+            return complex(x, y - y)
+        return complex(math.nan, math.nan)
+    c, s = math.cos(y), math.sin(y)
+    if x > 709.0:  # (strict: reassociated, exp(h) * exp(h) folds into exp(2h) = inf)
+        half = math.exp(0.5 * x)
+        return complex(strict_mul(half * c, half), strict_mul(half * s, half))
+    e = math.exp(x)
+    return complex(e * c, e * s)
 ''',
     "complex_log": '''def complex_log(z):
     """numpy's complex log: log|z| from log1p near the unit circle, where log(hypot) loses

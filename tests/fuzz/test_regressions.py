@@ -491,3 +491,22 @@ def test_sign_of_negative_zero_is_positive_zero():
             got = run([x], [vg.sign(x), vg.sign(-x)], [xs], mode)
             same(got[0], np.sign(xs))
             same(got[1], np.sign(-xs))
+
+
+def test_complex_exp_is_c99s_cexp():
+    """exp(z) of a complex with a zero imaginary part and a large real part gave inf + nan*j
+    where numpy gives inf + 0j (fuzzer seed 4658: exp of int32 extremes stacked into
+    complex128); exp(710 + 1j) has a finite real part, computed in two halves whose product
+    'reassoc' would fold back into exp(710)."""
+    inf, nan = np.inf, np.nan
+    zs = np.array([complex(1000, 0), complex(1000, -0.0), complex(-inf, inf), complex(-inf, nan),
+                   complex(inf, inf), complex(inf, nan), complex(inf, 0), complex(nan, 0),
+                   complex(nan, 1), complex(1, inf), complex(-inf, 1), complex(inf, 1),
+                   complex(800, 1e-300), complex(710, 1), complex(-5, 2), complex(0.5, -3)])
+    for dtype in ("complex128", "complex64"):
+        x = t("x", (None,), dtype)
+        values = zs.astype(dtype)
+        with np.errstate(all="ignore"):
+            want = np.exp(values)
+        got = run([x], vg.exp(x), [values])
+        same(got, want, rtol=1e-15 if dtype == "complex128" else 1e-6)

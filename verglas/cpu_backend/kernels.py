@@ -21,6 +21,7 @@ from verglas.cpu_backend.intrinsics import (c_view, empty_c, empty_expr, float_t
                                              ws_carve, ws_reserve, ws_take, zero_d)
 from verglas.cpu_backend.dtypes import cast_expr, half_round, storage_dtype
 from verglas.cpu_backend.dtypes import literal as source_literal
+from verglas.cpu_backend.vmath_ops import smul
 from verglas.scalar_code import HELPERS, helpers_in, loop_dtypes, variant
 from verglas.scalar_code import arith as scalar_arith
 from verglas.source import tuple_expr
@@ -132,7 +133,10 @@ def _compile_helpers() -> None:
     namespace = {"math": math, "cmath": cmath, "np": np}
     for name, text in HELPERS.items():
         exec(text, namespace)
+    namespace["strict_mul"] = HELPER_REFS["strict_mul"] = smul  # flagged 'afn': never stamped
     for name in HELPERS:
+        if name == "strict_mul":
+            continue
         namespace[name] = HELPER_REFS[name] = numba.njit(
             cache=False, error_model="numpy", no_cpython_wrapper=True,
             no_cfunc_wrapper=True)(namespace[name])

@@ -152,7 +152,7 @@ class Function:
         return self._program
 
     def _build(self):
-        from verglas.reference import ReferenceRunner
+        from verglas.graph.reference import ReferenceRunner
 
         self._specs = [(np.dtype(t.dtype), t.ndim,
                         t.shape if any(s is not None for s in t.shape) else None)

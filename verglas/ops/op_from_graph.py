@@ -80,7 +80,7 @@ def run_inner(op, inputs: list) -> list:
     """Run `op.fgraph` on numpy `inputs` with a ReferenceRunner cached on the op."""
     runner = op.__dict__.get("_runner")
     if runner is None:
-        from verglas.reference import ReferenceRunner
+        from verglas.graph.reference import ReferenceRunner
 
         runner = op.__dict__["_runner"] = ReferenceRunner(op.fgraph)
     return runner(inputs)

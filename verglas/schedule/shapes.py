@@ -95,7 +95,7 @@ class ShapeTable:
 
     def evaluate(self, input_shapes) -> list[tuple[int, ...] | None]:
         """Concrete shapes for the given input shapes (None where values are needed)."""
-        from verglas.reference import ReferenceRunner
+        from verglas.graph.reference import ReferenceRunner
 
         if self._runner is None:
             wanted = [d for d in self.dims if d in self._value_free]

@@ -16,18 +16,19 @@ import re
 import numba
 import numpy as np
 
-from verglas.cpu_backend.intrinsics import (c_view, empty_c, empty_expr, float_to_int,
-                                             prefer_wide_vectors, reshaped, scalars_at, ws_add,
-                                             ws_carve, ws_reserve, ws_take, zero_d)
 from verglas.cpu_backend.dtypes import cast_expr, half_round, storage_dtype
 from verglas.cpu_backend.dtypes import literal as source_literal
+from verglas.cpu_backend.intrinsics import (c_view, empty_c, empty_expr, float_to_int,
+                                            prefer_wide_vectors, reshaped, scalars_at, ws_add,
+                                            ws_carve, ws_reserve, ws_take, zero_d)
+from verglas.graph.basic import Constant
+from verglas.ops import scalar as s
+from verglas.ops.basic import DimShuffle, MakeVector, Shape, ShapeI
+from verglas.ops.elemwise import Elemwise, SumToShape
+from verglas.ops.shape import Reshape
 from verglas.scalar_code import HELPERS, helpers_in, loop_dtypes, variant
 from verglas.scalar_code import arith as scalar_arith
 from verglas.source import tuple_expr
-from verglas.graph.basic import Constant
-from verglas.ops import scalar as s
-from verglas.ops.elemwise import DimShuffle, Elemwise
-from verglas.ops.shape import MakeVector, Reshape, Shape, ShapeI, SumToShape
 
 __all__ = ["RuntimeBroadcast", "KernelContext", "emit", "scalar_impl", "literal",
            "register_helper", "helper_ref", "resolve_helper", "HELPER_REFS"]

@@ -13,12 +13,12 @@ import functools
 
 from verglas.cuda_backend import templates as T
 from verglas.cuda_backend.codegen import StepContext, _emit_perform
-from verglas.ops.elemwise import DimShuffle, Elemwise
-from verglas.ops.indexing import (AdvancedIncSubtensor, AdvancedSubtensor, IncSubtensor,
-                                  Subtensor)
+from verglas.ops.basic import DimShuffle, Join
+from verglas.ops.elemwise import Elemwise, SumToShape
+from verglas.ops.indexing import AdvancedIncSubtensor, AdvancedSubtensor, IncSubtensor, Subtensor
 from verglas.ops.linalg import MatMul
 from verglas.ops.reduce import Argmax, CumSum, Reduce
-from verglas.ops.shape import Alloc, ARange, Join, Reshape, SumToShape
+from verglas.ops.shape import ARange, Alloc, Reshape
 
 __all__ = ["emit"]
 

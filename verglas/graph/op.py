@@ -19,6 +19,11 @@ class Op:
     __props__: ClassVar[tuple[str, ...]] = ()
     destroy_map: ClassVar[dict[int, list[int]]] = {}
     view_map: ClassVar[dict[int, list[int]]] = {}
+    # Roles the scheduler and the backends read (never an op's class name):
+    # the frozen graph an inner-graph op runs (OpFromGraph, Scan): lowered to a sub-Program
+    inner_graph: Any = None
+    # outputs depend on the inputs' shapes only, never on their values (Shape, ShapeI)
+    reads_shape_only: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

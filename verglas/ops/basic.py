@@ -218,6 +218,8 @@ def squeeze(x, axis=None) -> Variable:
 class Shape(Op):
     """The shape of `x` as an int64 vector."""
 
+    reads_shape_only = True
+
     def make_node(self, x):
         x = as_tensor(x)
         return Apply(self, [x], [TensorType(_INT, (x.ndim,))])
@@ -236,6 +238,7 @@ class ShapeI(Op):
     """Length of axis `i` of `x`, as a 0-d int64."""
 
     __props__ = ("i",)
+    reads_shape_only = True
 
     def __init__(self, i: int):
         self.i = int(i)

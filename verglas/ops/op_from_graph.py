@@ -137,6 +137,10 @@ class OpFromGraph(Op):
         self.output_types = tuple(v.type for v in fgraph.outputs)
         self.connection_pattern = connection_pattern(fgraph)
 
+    @property
+    def inner_graph(self) -> FrozenFunctionGraph:
+        return self.fgraph
+
     def replace(self, **changes) -> OpFromGraph:
         """This op with `fgraph` and/or `inline` changed (self when nothing changes)."""
         fgraph = changes.pop("fgraph", self.fgraph)

@@ -32,7 +32,7 @@ import numpy as np
 from verglas.graph import Apply, Constant, Variable
 from verglas.ops import math as m
 from verglas.ops import scalar as s
-from verglas.ops.basic import DimShuffle, Shape, ShapeI
+from verglas.ops.basic import DimShuffle, MakeVector, Shape, ShapeI
 from verglas.ops.elemwise import Elemwise, SumToShape
 from verglas.ops.reduce import Max, Reduce, Sum
 from verglas.ops.shape import Alloc, Reshape
@@ -399,8 +399,6 @@ def _shape_entries(shp: Variable) -> list | None:
     owner = shp.owner
     if owner is None:
         return None
-    from verglas.ops.basic import MakeVector
-
     if isinstance(owner.op, MakeVector):
         return list(owner.inputs)
     return None

@@ -11,7 +11,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Buffer", "Step", "Program"]
+__all__ = ["Buffer", "Step", "Program", "is_metadata_step"]
+
+
+def is_metadata_step(step) -> bool:
+    """Steps that only read shapes or build views: no kernel runs."""
+    op = step.node.op
+    return op.reads_shape_only or bool(op.view_map)
 
 
 @dataclass(frozen=True, eq=False)
@@ -96,8 +102,6 @@ class Program:
 
     def n_kernels(self) -> int:
         """Steps that launch work (views and shape reads excluded)."""
-        from verglas.schedule.lower import is_metadata_step
-
         return sum(1 for s in self.steps if not is_metadata_step(s))
 
     # -- printing ------------------------------------------------------------------------------

@@ -149,6 +149,10 @@ class Scan(Op):
                 if self.inner_input_types[g] != st:
                     raise TypeError(f"Scan: the taps of state {q} have different types")
 
+    @property
+    def inner_graph(self) -> FrozenFunctionGraph:
+        return self.fgraph
+
     def replace(self, **changes) -> Scan:
         """This op with `fgraph` and/or `layout` changed (self when nothing changes)."""
         fgraph = changes.pop("fgraph", self.fgraph)

@@ -126,7 +126,7 @@ class Function:
         """Hold the optimized graph (None: not loaded yet) and its Program, if it is one."""
         self._graph = graph
         if program is not None and program.graph is graph and graph is not None:
-            program.rename_inputs(self.input_names)  # a cached Program: this caller's names
+            program = program.with_input_names(self.input_names)  # a cached one: our names
         else:
             program = None  # lowered when asked for
         self._program = program

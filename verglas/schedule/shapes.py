@@ -7,6 +7,8 @@ memory plan compares.
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
 from verglas import rewrite  # (a module: rewrite_graph is looked up at each call)
@@ -71,6 +73,15 @@ class ShapeTable:
         self._offsets = np.cumsum([0] + self._ndims).tolist()
         self._value_free = _shape_only(self.graph)
         self._runner = None
+
+    def with_input_names(self, names) -> ShapeTable:
+        """This table with `names` for the inputs when printing (self when they are its own)."""
+        names = tuple(names)
+        if names == self.input_names:
+            return self
+        table = copy.copy(self)
+        table.input_names = names
+        return table
 
     def __getstate__(self):
         state = dict(self.__dict__)

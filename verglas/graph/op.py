@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+import numpy as np
+
 __all__ = ["Op", "stable_key"]
 
 
@@ -108,8 +110,6 @@ def stable_key(value: Any):
         return ("graph", value.fingerprint())
     if hasattr(value, "fingerprint_key"):
         return value.fingerprint_key()
-    import numpy as np
-
     if isinstance(value, np.dtype):
         return ("dtype", value.name)
     if isinstance(value, np.ndarray):

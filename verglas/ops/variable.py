@@ -1,10 +1,11 @@
 """Tensor variables with numpy-like operators, and the input constructors `tensor`, `scalar`.
 
 The top of the array language: TensorVariable's operators and methods are the functions of the
-modules below, and the graph layer makes every variable of a tensor type one (TensorType's
-variable_class, set here). An op whose gradient or symbolic shape needs a function of a module
-above its own calls it through the variables it is given (`g.sum(axes)`, `x.shape[i]`, `g[idx]`),
-so the modules import one way. `constant` and `as_tensor` are in basic.py.
+modules below, and the graph layer makes node outputs and constants of a tensor type
+TensorVariables (TensorType.variable_class / constant_class, set here). An op whose gradient
+needs a function of a module above its own calls it through the variables it is given
+(`g.sum(axes)`, `x.shape[i]`, `g[idx]`), so the modules import one way. `constant` and
+`as_tensor` are in basic.py.
 """
 
 from __future__ import annotations

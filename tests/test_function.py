@@ -9,6 +9,7 @@ Conversion rule, as verglas/graph/types.py implements it:
   accepted (the value is exact), 2.5 is not.
 """
 
+import dataclasses
 import pickle
 
 import cloudpickle
@@ -246,3 +247,21 @@ def test_asnumpy_and_repr():
     arr = np.ones(2)
     assert vg.asnumpy(arr) is arr
     np.testing.assert_array_equal(vg.asnumpy([1, 2]), [1, 2])
+
+
+def test_a_cached_program_takes_the_callers_input_names_without_changing():
+    """A Program is immutable: a second Function over the same graph (its Program loaded from
+    the cache) gets a copy printing its own input names."""
+    x = vg.tensor("x", shape=(None,))
+    f = vg.compile([x], vg.exp(x) * 3.0)
+    y = vg.tensor("y", shape=(None,))
+    g = vg.compile([y], vg.exp(y) * 3.0)
+    assert "y.shape[0]" in str(g.program) and "x.shape" not in str(g.program)
+    assert "x.shape[0]" in str(f.program)
+    program = f.program
+    assert program.with_input_names(program.input_names) is program
+    renamed = program.with_input_names(["z"])
+    assert renamed.input_names == ("z",) and "z.shape[0]" in str(renamed)
+    assert program.input_names == ("x",) and "x.shape[0]" in str(program)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        program.input_names = ("w",)

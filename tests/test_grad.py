@@ -8,9 +8,10 @@ from hypothesis import strategies as st
 
 import verglas as vg
 from tests.helpers import SETTINGS, broadcastable_shapes, seeds
-from verglas.grad import DisconnectedInputError, GradientError
+from verglas.grad import DisconnectedInputError
 from verglas.graph.basic import Apply, Variable
 from verglas.graph.op import Op
+from verglas.testing import GradientError, verify_grad
 
 FEW = settings(SETTINGS, max_examples=12)
 
@@ -51,7 +52,7 @@ def test_unary_gradients(name):
     fn, (lo, hi) = UNARY[name]
     rng = np.random.default_rng(0)
     for shape in ((), (3,), (2, 3)):
-        vg.verify_grad(fn, [rng.uniform(lo, hi, size=shape)], rng=rng)
+        verify_grad(fn, [rng.uniform(lo, hi, size=shape)], rng=rng)
 
 
 @pytest.mark.parametrize("name", sorted(BINARY))
@@ -61,7 +62,7 @@ def test_binary_gradients(name):
     for shape_a, shape_b in (((), ()), ((3,), (3,)), ((2, 3), (3,)), ((2, 1), (1, 3)),
                              ((), (2, 3))):
         a, b = rng.uniform(lo_a, hi_a, size=shape_a), rng.uniform(lo_b, hi_b, size=shape_b)
-        vg.verify_grad(fn, [a, b], rng=rng)
+        verify_grad(fn, [a, b], rng=rng)
 
 
 @FEW
@@ -72,34 +73,34 @@ def test_broadcast_gradients_are_summed_back(shapes_, name, seed):
     rng = np.random.default_rng(seed)
     a = rng.uniform(lo_a, hi_a, size=shapes_[0])
     b = rng.uniform(lo_b, hi_b, size=shapes_[1])
-    vg.verify_grad(fn, [a, b], rng=rng)
+    verify_grad(fn, [a, b], rng=rng)
 
 
 def test_where_and_clip_gradients():
     rng = np.random.default_rng(2)
     cond = vg.constant(np.array([True, False, True, False]))
-    vg.verify_grad(lambda x, y: vg.where(cond, x * x, vg.sin(y)),
+    verify_grad(lambda x, y: vg.where(cond, x * x, vg.sin(y)),
                    [rng.uniform(-1, 1, 4), rng.uniform(-1, 1, (3, 4))], rng=rng)
-    vg.verify_grad(lambda x: vg.where(x > 0, x ** 3, -x), [np.array([-1.0, 0.5, 2.0, -0.3])])
-    vg.verify_grad(lambda x: vg.where(x > 0, x, 0.0), [np.array([-1.0, 0.5, 2.0])])
-    vg.verify_grad(lambda x: vg.clip(x, -1, 1), [np.array([-2.0, -0.5, 0.3, 1.7])])
-    vg.verify_grad(lambda x, lo: vg.clip(x, lo, 1.0), [np.array([-2.0, 0.5]), np.array(-1.0)])
+    verify_grad(lambda x: vg.where(x > 0, x ** 3, -x), [np.array([-1.0, 0.5, 2.0, -0.3])])
+    verify_grad(lambda x: vg.where(x > 0, x, 0.0), [np.array([-1.0, 0.5, 2.0])])
+    verify_grad(lambda x: vg.clip(x, -1, 1), [np.array([-2.0, -0.5, 0.3, 1.7])])
+    verify_grad(lambda x, lo: vg.clip(x, lo, 1.0), [np.array([-2.0, 0.5]), np.array(-1.0)])
 
 
 def test_dimshuffle_gradients():
     rng = np.random.default_rng(3)
     p = rng.normal(size=(2, 1, 3))
-    vg.verify_grad(lambda x: x.T * vg.arange(2.0), [p])
-    vg.verify_grad(lambda x: vg.transpose(x, (1, 2, 0)) ** 2, [p])
-    vg.verify_grad(lambda x: vg.squeeze(x, 1) * vg.expand_dims(vg.squeeze(x, 1), 0), [p])
-    vg.verify_grad(lambda x: x.dimshuffle(2, "x", 0) ** 3, [p])
+    verify_grad(lambda x: x.T * vg.arange(2.0), [p])
+    verify_grad(lambda x: vg.transpose(x, (1, 2, 0)) ** 2, [p])
+    verify_grad(lambda x: vg.squeeze(x, 1) * vg.expand_dims(vg.squeeze(x, 1), 0), [p])
+    verify_grad(lambda x: x.dimshuffle(2, "x", 0) ** 3, [p])
 
 
 def test_repeated_use_accumulates():
     x = vg.scalar("x")
     g = vg.grad(x * x + vg.sin(x) + x, x)
     np.testing.assert_allclose(_ref([x], g)(0.7), 2 * 0.7 + np.cos(0.7) + 1)
-    vg.verify_grad(lambda v: v * vg.exp(v) * v, [np.array([0.3, -1.2])])
+    verify_grad(lambda v: v * vg.exp(v) * v, [np.array([0.3, -1.2])])
 
 
 def test_run_time_broadcast_dimension_sums_back():
@@ -231,4 +232,4 @@ class _WrongGrad(Op):
 
 def test_verify_grad_detects_a_wrong_gradient():
     with pytest.raises(GradientError):
-        vg.verify_grad(lambda x: _WrongGrad()(x), [np.array([1.0, 2.0])])
+        verify_grad(lambda x: _WrongGrad()(x), [np.array([1.0, 2.0])])

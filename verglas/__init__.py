@@ -4,9 +4,10 @@ __version__ = "0.1.0"
 
 import verglas.cpu_backend.runtime  # noqa: F401  (numba's CPU target, set up at import)
 from verglas.function import Function, asnumpy, compile
-from verglas.grad import grad, verify_grad
+from verglas.grad import grad
 from verglas.graph.printing import dprint
-from verglas.ops.elemwise import expand_dims, squeeze, transpose
+from verglas.ops.basic import (as_tensor, concatenate, constant, expand_dims, squeeze, stack,
+                               transpose)
 from verglas.ops.indexing import inc_subtensor, set_subtensor
 from verglas.ops.linalg import dot, matmul
 from verglas.ops.math import (abs, add, bitwise_and, bitwise_or, bitwise_xor, cast, ceil, clip,
@@ -18,15 +19,13 @@ from verglas.ops.math import (abs, add, bitwise_and, bitwise_or, bitwise_xor, ca
                               where, zeros_like)
 from verglas.ops.nn import log_softmax, logsumexp, softmax
 from verglas.ops.op_from_graph import OpFromGraph
-from verglas.ops.reduce import (all, any, argmax, argmin, cumsum, max, mean, min, prod, std,
-                                sum, var)
+from verglas.ops.reduce import all, any, argmax, argmin, cumsum, max, mean, min, prod, std, sum, var
 from verglas.ops.scan import scan
-from verglas.ops.shape import (arange, broadcast_to, concatenate, full, ones, reshape, stack,
-                               zeros)
-from verglas.ops.variable import as_tensor, constant, scalar, tensor
+from verglas.ops.shape import arange, broadcast_to, full, ones, reshape, zeros
+from verglas.ops.variable import scalar, tensor
 
 __all__ = [
-    "Function", "asnumpy", "compile", "grad", "verify_grad", "dprint", "expand_dims", "squeeze",
+    "Function", "asnumpy", "compile", "grad", "dprint", "expand_dims", "squeeze",
     "transpose", "inc_subtensor", "set_subtensor", "dot", "matmul", "abs", "add", "bitwise_and",
     "bitwise_or", "bitwise_xor", "cast", "ceil", "clip", "conj", "cos", "divide", "eq", "erf",
     "exp", "expm1", "floor", "floor_divide", "full_like", "ge", "gt", "imag", "invert", "isinf",

@@ -8,9 +8,14 @@ import operator
 
 import numpy as np
 
+from verglas import rewrite, schedule  # (modules: their functions are looked up at each call)
+from verglas.cpu_backend import cache
+from verglas.cpu_backend.runtime import NO_WORKSPACE, build_runner, keep_workspace
 from verglas.graph.basic import Constant, Variable
 from verglas.graph.fg import FunctionGraph
 from verglas.graph.frozen import FrozenFunctionGraph, freeze
+from verglas.graph.printing import dprint
+from verglas.graph.reference import ReferenceRunner
 from verglas.graph.types import TensorType
 
 __all__ = ["compile", "Function", "asnumpy"]
@@ -38,15 +43,11 @@ def compile(inputs, outputs, device: str = "cpu", mode: str = "fast_run") -> Fun
             raise TypeError(f"compile: output {k} is {type(out).__name__}, not a variable")
     if device not in DEVICES:
         raise ValueError(f"compile: device must be one of {DEVICES}, not {device!r}")
-    from verglas.rewrite.registry import Mode
-
-    if not (isinstance(mode, Mode) or isinstance(mode, str) and mode in MODES):
+    if not (isinstance(mode, rewrite.Mode) or isinstance(mode, str) and mode in MODES):
         raise ValueError(f"compile: mode must be one of {MODES} or a rewrite Mode, not {mode!r}")
     names = [v.name or f"input{k}" for k, v in enumerate(inputs)]
     if mode == "reference":
         return Function(freeze(inputs, outputs), names, single, device, mode)
-    from verglas.cpu_backend import cache
-
     mode_key = mode if isinstance(mode, str) else repr((sorted(mode.include),
                                                         sorted(mode.exclude)))
     key = cache.cache_key(freeze(inputs, outputs).fingerprint(), mode_key, device)
@@ -93,20 +94,14 @@ def _check_inputs(inputs) -> list:
 
 def _optimize(inputs, outputs, mode) -> FrozenFunctionGraph:
     fgraph = FunctionGraph(inputs, outputs, clone=True)
-    try:
-        from verglas.rewrite import rewrite_graph
-    except ImportError:  # the rewrite package is optional until it exists
-        return fgraph.freeze()
-    rewrite_graph(fgraph, mode)
+    rewrite.rewrite_graph(fgraph, mode)
     # inplace nodes own their buffers: identical twins must not be interned into one node
     inplace = any(node.op.destroy_map for node in fgraph.apply_nodes)
     return fgraph.freeze(dedup_nodes=not inplace)
 
 
 def _lower(graph, names):
-    from verglas.schedule import lower
-
-    return lower(graph, tuple(names))
+    return schedule.lower(graph, tuple(names))
 
 
 class Function:
@@ -131,7 +126,7 @@ class Function:
         """Hold the optimized graph (None: not loaded yet) and its Program, if it is one."""
         self._graph = graph
         if program is not None and program.graph is graph and graph is not None:
-            program.rename_inputs(self.input_names)  # a cached Program: this caller's names
+            program = program.with_input_names(self.input_names)  # a cached one: our names
         else:
             program = None  # lowered when asked for
         self._program = program
@@ -152,8 +147,6 @@ class Function:
         return self._program
 
     def _build(self):
-        from verglas.reference import ReferenceRunner
-
         self._specs = [(np.dtype(t.dtype), t.ndim,
                         t.shape if any(s is not None for s in t.shape) else None)
                        for t in self._input_types]
@@ -163,8 +156,6 @@ class Function:
             self._runner = ReferenceRunner(self.graph)
             return
         if self.device == "cpu":
-            from verglas.cpu_backend.runtime import build_runner
-
             self._runner = build_runner(lambda: self.program, self.cache_key,
                                         [(t.dtype, t.ndim) for t in self._input_types])
             self._runner.compile()
@@ -173,6 +164,7 @@ class Function:
                 self._fast = _fast_call(self)
             return
         else:
+            # imported when a program asks for it: most processes never load the CUDA backend
             from verglas.cuda_backend.runtime import build_runner as build_cuda_runner
 
             self._runner = build_cuda_runner(self.program, self.cache_key)
@@ -227,8 +219,6 @@ class Function:
     # -- what users inspect --------------------------------------------------------------------
     def dprint(self, file=None):
         """Print the optimized graph."""
-        from verglas.graph.printing import dprint
-
         return dprint(self.graph, file=file)
 
     def __repr__(self):
@@ -260,8 +250,6 @@ def _fast_call(function: Function):
     dispatcher would refuse the rest too, since it may compile no other signature, but its
     TypeError costs ~50 us where these checks cost ~0.2 us.)
     """
-    from verglas.cpu_backend.runtime import NO_WORKSPACE, keep_workspace
-
     runner = function._runner
     n = len(function._specs)
     names = [f"a{k}" for k in range(n)]
@@ -311,8 +299,6 @@ def _fast_call(function: Function):
     if function.cache_key is None:
         code = builtins.compile(source, "<verglas fast call>", "exec")
     else:  # stored beside the program: a warm start loads its bytecode
-        from verglas.cpu_backend import cache
-
         # named by its text: one graph compiled for one output or for a list of them has two
         digest = hashlib.sha256(source.encode()).hexdigest()[:16]
         path = cache.entry_dir(function.device, function.cache_key) / f"fastcall-{digest}.py"

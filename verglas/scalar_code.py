@@ -20,6 +20,8 @@ import re
 
 import numpy as np
 
+from verglas.ops.scalar import Cast
+
 __all__ = ["loop_dtypes", "variant", "helpers_in", "HELPERS", "arith"]
 
 
@@ -29,7 +31,7 @@ def loop_dtypes(sop, dtypes: tuple) -> tuple | None:
     None (no ufunc, or no such loop)."""
     ufunc = getattr(sop, "ufunc", None)
     if ufunc is None and len(dtypes) == 1 and getattr(sop, "nin", 0) == 1 \
-            and type(sop).__name__ != "Cast":
+            and not isinstance(sop, Cast):
         # a float function without a ufunc (sigmoid, softplus, erf): numpy-like, it computes in
         # its result's float dtype (an integer or bool argument converted first)
         try:

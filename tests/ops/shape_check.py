@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import verglas as vg
-from verglas.ops.shape import shape_i
+from verglas.ops.basic import shape_i
 
 
 def check_infer_shape(fn, arrays, static_shapes=None):

@@ -9,6 +9,7 @@ import pytest
 import verglas as vg
 from verglas.graph import FunctionGraph
 from verglas.ops.op_from_graph import OpFromGraph, inline_ofg, infer_shapes
+from verglas.testing import verify_grad
 
 
 def _axpy():
@@ -72,7 +73,7 @@ def test_nested_ofg():
     z = vg.tensor("z", shape=(None,))
     zv = np.arange(3.0)
     np.testing.assert_allclose(_run([z], outer(z), zv), zv ** 2 + (zv + 1) ** 2)
-    vg.verify_grad(lambda p: outer(p), [zv])
+    verify_grad(lambda p: outer(p), [zv])
     # the nested op is equal when rebuilt from scratch
     x2, y2 = vg.tensor("x2", shape=(None,)), vg.tensor("y2", shape=(None,))
     inner2 = OpFromGraph([x2], [x2 * x2])
@@ -127,7 +128,7 @@ def test_gradient_is_an_ofg_computed_once():
 def test_verify_grad():
     op = _axpy()
     rng = np.random.default_rng(1)
-    vg.verify_grad(lambda a, x, y: op(a, x, y)[0] * op(a, y, x)[1],
+    verify_grad(lambda a, x, y: op(a, x, y)[0] * op(a, y, x)[1],
                    [np.array(0.7), rng.normal(size=3), rng.normal(size=3)])
 
 

@@ -8,6 +8,7 @@ import pytest
 
 import verglas as vg
 from verglas.ops.scan import Scan, ScanLayout
+from verglas.testing import verify_grad
 
 
 def _run(inputs, outputs, *values):
@@ -195,7 +196,7 @@ def test_scan_inside_op_from_graph():
 # -- gradients -------------------------------------------------------------------------------
 def test_grad_cumsum_like():
     rng = np.random.default_rng(0)
-    vg.verify_grad(lambda x, s0: vg.scan(lambda x_t, acc: acc * 0.9 + x_t * acc + x_t,
+    verify_grad(lambda x, s0: vg.scan(lambda x_t, acc: acc * 0.9 + x_t * acc + x_t,
                                          sequences=x, outputs_info=s0),
                    [rng.normal(size=(4, 2)), rng.normal(size=2)])
 
@@ -208,11 +209,11 @@ def test_grad_rnn():
         return vg.scan(lambda x_t, h, W, U, b: vg.tanh(x_t @ W + h @ U + b), sequences=x,
                        outputs_info=h0, non_sequences=[W, U, b])
 
-    vg.verify_grad(rnn, [rng.normal(size=(T, D)), rng.normal(size=(D, H)) * 0.5,
+    verify_grad(rnn, [rng.normal(size=(T, D)), rng.normal(size=(D, H)) * 0.5,
                          rng.normal(size=(H, H)) * 0.5, rng.normal(size=H),
                          rng.normal(size=H)])
     # the last state only (the rest of the trace gets zero cotangents)
-    vg.verify_grad(lambda *args: rnn(*args)[-1],
+    verify_grad(lambda *args: rnn(*args)[-1],
                    [rng.normal(size=(T, D)), rng.normal(size=(D, H)), rng.normal(size=(H, H)),
                     rng.normal(size=H), rng.normal(size=H)])
 
@@ -223,19 +224,19 @@ def test_grad_mit_sot_fibonacci_like():
                        outputs_info=dict(initial=init, taps=[-2, -1]),
                        non_sequences=[a, b], n_steps=5)
 
-    vg.verify_grad(fib, [np.array([0.3, -0.2]), np.array(0.8), np.array(0.6)])
+    verify_grad(fib, [np.array([0.3, -0.2]), np.array(0.8), np.array(0.6)])
     # taps with a gap: x_t = x_{t-3} - 0.5 x_{t-1}
-    vg.verify_grad(lambda init: vg.scan(lambda x3, x1: x3 - 0.5 * x1 * x3,
+    verify_grad(lambda init: vg.scan(lambda x3, x1: x3 - 0.5 * x1 * x3,
                                         outputs_info=dict(initial=init, taps=[-3, -1]),
                                         n_steps=4), [np.array([0.5, 1.0, -1.0])])
 
 
 def test_grad_nit_sot_map_and_sequence_taps():
     rng = np.random.default_rng(2)
-    vg.verify_grad(lambda x, w: vg.scan(lambda x_t, w: vg.sin(x_t) * w, sequences=x,
+    verify_grad(lambda x, w: vg.scan(lambda x_t, w: vg.sin(x_t) * w, sequences=x,
                                         non_sequences=w),
                    [rng.normal(size=(3, 2)), rng.normal(size=2)])
-    vg.verify_grad(lambda x: vg.scan(lambda x0, x2: x0 * x2, sequences=dict(input=x,
+    verify_grad(lambda x: vg.scan(lambda x0, x2: x0 * x2, sequences=dict(input=x,
                                                                           taps=[0, 2])),
                    [rng.normal(size=6)])
 
@@ -250,8 +251,8 @@ def test_grad_every_kind_and_zero_steps():
 
     rng = np.random.default_rng(3)
     point = [rng.normal(size=4), rng.normal(size=2), np.array(0.4), np.array(0.7)]
-    vg.verify_grad(loop, point)
-    vg.verify_grad(loop, [point[0][:1]] + point[1:])  # one sequence entry: zero steps
+    verify_grad(loop, point)
+    verify_grad(loop, [point[0][:1]] + point[1:])  # one sequence entry: zero steps
     n = vg.scalar("n", dtype="int64")
     x = vg.tensor("x", shape=(None,))
     s = vg.scan(lambda a, s: s + a, sequences=x, outputs_info=vg.as_tensor(0.0), n_steps=n)

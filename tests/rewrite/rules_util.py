@@ -9,7 +9,7 @@ import numpy as np
 
 from verglas.graph import FunctionGraph, freeze
 from verglas.ops.elemwise import Elemwise
-from verglas.reference import ReferenceRunner
+from verglas.graph.reference import ReferenceRunner
 from verglas.rewrite import get_mode, rewrite_graph
 
 NO_FUSION = get_mode("fast_run").excluding("fusion", "inplace", "scan",

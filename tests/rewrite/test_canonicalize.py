@@ -10,7 +10,8 @@ import verglas as vg
 from tests.rewrite.rules_util import (NO_FUSION, assert_same, check_preserved, op_names,
                                       rewritten, run_fg, run_graph)
 from verglas.graph import FunctionGraph
-from verglas.ops.elemwise import DimShuffle, Elemwise
+from verglas.ops.basic import DimShuffle
+from verglas.ops.elemwise import Elemwise
 from verglas.ops.math import identity
 from verglas.ops.reduce import Max, Sum
 from verglas.rewrite import get_mode, rewrite_graph
@@ -251,7 +252,7 @@ def test_second_and_sum_to_shape_static():
     x = vg.tensor("x", shape=(3, 4))
     g = vg.tensor("g", shape=(3, 4))
     from verglas.ops.math import second
-    from verglas.ops.shape import sum_to_shape
+    from verglas.ops.elemwise import sum_to_shape
 
     outs = [second(x, g) + 1, sum_to_shape(g, x.shape, (3, 4)) + 2]
     fg = check_preserved([x, g], outs, [np.ones((3, 4)), np.arange(12.0).reshape(3, 4)])

@@ -12,7 +12,7 @@ from verglas.graph import FunctionGraph, freeze
 from verglas.ops.composite import Composite
 from verglas.ops.elemwise import Elemwise
 from verglas.ops.scalar import Exp
-from verglas.reference import ReferenceRunner
+from verglas.graph.reference import ReferenceRunner
 from verglas.rewrite import get_mode, rewrite_graph
 from verglas.rewrite.fusion import MAX_INPUTS, elemwise_fusion
 

@@ -9,7 +9,7 @@ from verglas.graph import FunctionGraph, freeze
 from verglas.ops.composite import Composite
 from verglas.ops.op_from_graph import OpFromGraph
 from verglas.ops.scan import Scan
-from verglas.reference import ReferenceRunner
+from verglas.graph.reference import ReferenceRunner
 from verglas.rewrite import get_mode, rewrite_graph
 from verglas.rewrite import inner_graphs as ig
 

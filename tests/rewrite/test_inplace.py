@@ -13,7 +13,7 @@ from verglas.graph import Apply, FunctionGraph, InconsistencyError, freeze
 from verglas.graph.destroy import DestroyHandler
 from verglas.ops.elemwise import Elemwise
 from verglas.ops.scalar import Cos, Exp, Sin
-from verglas.reference import ReferenceRunner
+from verglas.graph.reference import ReferenceRunner
 from verglas.rewrite import get_mode, rewrite_graph
 from verglas.rewrite.inplace import guard_inplace
 

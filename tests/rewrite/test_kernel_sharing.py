@@ -6,7 +6,7 @@ import verglas as vg
 from verglas.graph import FunctionGraph
 from verglas.ops.composite import Composite
 from verglas.ops.elemwise import Elemwise
-from verglas.reference import ReferenceRunner
+from verglas.graph.reference import ReferenceRunner
 from verglas.rewrite import rewrite_graph
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import verglas as vg
 from verglas.graph import FunctionGraph, freeze
 from verglas.ops.scan import Scan, ScanLayout
-from verglas.reference import ReferenceRunner
+from verglas.graph.reference import ReferenceRunner
 from verglas.rewrite import get_mode, rewrite_graph
 from verglas.rewrite.scan import scan_remove_unused
 

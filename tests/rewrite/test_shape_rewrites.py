@@ -7,8 +7,9 @@ import numpy as np
 import verglas as vg
 from tests.rewrite.rules_util import check_preserved, op_names
 from verglas.graph import Constant
+from verglas.ops.basic import ShapeI
+from verglas.ops.elemwise import sum_to_shape
 from verglas.ops.math import second
-from verglas.ops.shape import ShapeI, sum_to_shape
 
 
 def test_shape_subscript_becomes_shape_i_of_the_input():

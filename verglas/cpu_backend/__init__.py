@@ -1,12 +1,12 @@
 """The numba CPU backend: one jitted function per Program (kernels, codegen, runtime, cache)."""
 
+from numba.core.registry import cpu_target
+
 
 def _initialize_numba() -> None:
     """Set up numba's CPU target now, at import: loading cached machine code or compiling
     otherwise starts by building its typing and lowering registries (a few hundred ms, once per
     process), which belongs to start-up rather than to a user's first compile."""
-    from numba.core.registry import cpu_target
-
     cpu_target.typing_context.refresh()
     cpu_target.target_context.refresh()
 

@@ -12,12 +12,12 @@ from numba.np.arrayobj import make_array
 from numba.np.linalg import check_blas_return, ensure_blas, get_blas_kind, make_constant_slot
 
 from verglas.cpu_backend.blas import COL_MAJOR, NO_TRANS, TRANS, numpy_cblas_gemm
-from verglas.cpu_backend.codegen import np_dtype
-from verglas.cpu_backend.dtypes import cast_expr, storage_dtype
+from verglas.cpu_backend.dtypes import cast_expr, np_dtype, storage_dtype
 from verglas.cpu_backend.intrinsics import reshaped
 from verglas.cpu_backend.kernels import HELPER_REFS, broadcast_dim, emit, register_helper
+from verglas.ops.basic import Join
 from verglas.ops.linalg import MatMul
-from verglas.ops.shape import Alloc, ARange, Join, Reshape
+from verglas.ops.shape import ARange, Alloc, Reshape
 from verglas.source import tuple_expr
 
 __all__ = []

@@ -15,6 +15,9 @@ import functools
 import glob
 import os
 
+import numpy as np
+from llvmlite import binding
+
 __all__ = ["numpy_cblas_gemm", "ROW_MAJOR", "COL_MAJOR", "NO_TRANS", "TRANS"]
 
 COL_MAJOR, ROW_MAJOR = 102, 101  # CBLAS enums
@@ -31,9 +34,6 @@ def numpy_cblas_gemm() -> dict[str, str]:
     BLAS is not such a library (VERGLAS_NUMPY_BLAS=0 also says no)."""
     if os.environ.get("VERGLAS_NUMPY_BLAS", "") == "0":
         return {}
-    import numpy as np
-    from llvmlite import binding
-
     libs = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
     found = {}
     for path in sorted(glob.glob(os.path.join(libs, "libscipy_openblas64_*"))):

@@ -19,6 +19,9 @@ import pickle
 import tempfile
 from pathlib import Path
 
+import numba
+import numpy as np
+
 __all__ = ["cache_dir", "entry_dir", "cache_key", "load_pickle", "store_pickle", "write_atomic",
            "code_of"]
 
@@ -44,9 +47,6 @@ def source_digest() -> str:
 
 def cache_key(*parts: str) -> str:
     """A digest of the parts, the package versions, verglas's source and the cache format."""
-    import numba
-    import numpy as np
-
     h = hashlib.sha256()
     for part in (FORMAT_VERSION, source_digest(), numba.__version__, np.__version__, *parts):
         h.update(str(part).encode())

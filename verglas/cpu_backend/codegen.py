@@ -5,14 +5,24 @@ from __future__ import annotations
 
 import os
 import re
+from collections import Counter
 
 import numpy as np
 
-from verglas.graph.basic import Constant
+# each kernel module registers its ops' kernels into `emit` (and their helpers) on import
+from verglas.cpu_backend import (array_kernels, index_kernels, inner_kernels,  # noqa: F401
+                                 reduce_kernels)
 from verglas.cpu_backend.dimfacts import DimFacts, tuple_items
-from verglas.cpu_backend.intrinsics import (c_view, empty_expr, prefer_wide_vectors, ws_add,
-                                             ws_carve, ws_reserve, ws_take, zero_d)
 from verglas.cpu_backend.dtypes import np_dtype, storage_dtype, to_storage
+from verglas.cpu_backend.intrinsics import (c_view, empty_expr, prefer_wide_vectors, ws_add,
+                                            ws_carve, ws_reserve, ws_take, zero_d)
+from verglas.cpu_backend.kernels import emit
+from verglas.cpu_backend.reroll import reroll, reroll_loops
+from verglas.cpu_backend.rowfusion import emit_row_group
+from verglas.graph.basic import Constant
+from verglas.ops.elemwise import Elemwise
+from verglas.ops.reduce import Reduce
+from verglas.schedule.program import Step
 from verglas.source import Emitter, tuple_expr
 
 __all__ = ["Emitter", "ProgramSource", "generate", "INLINE_CONSTANT_LIMIT", "np_dtype"]
@@ -419,17 +429,9 @@ def generate(program, name: str = "program", parent: ProgramSource | None = None
     `specialized`: for inputs whose dims only broadcast where they are statically 1 (see
     ProgramSource.specialized).
     """
-    from verglas.cpu_backend.kernels import emit
-    from verglas.cpu_backend.reroll import reroll, reroll_loops
-
     src = ProgramSource(name) if parent is None else parent.child(name)
     if parent is None:
         src.specialized = specialized
-    from collections import Counter
-
-    from verglas.ops.elemwise import Elemwise
-    from verglas.ops.reduce import Reduce
-
     src.shared_ops = {op: n for op, n in Counter(
         s.node.op for s in program.steps if isinstance(s.node.op, (Elemwise, Reduce))).items()
         if n >= SHARE_MIN_USES}
@@ -470,9 +472,6 @@ def generate(program, name: str = "program", parent: ProgramSource | None = None
         contiguous[buf.id] = True
 
     storage = _Storage(program, names, src, workspace=parent is None and WORKSPACE)
-
-    from verglas.cpu_backend.rowfusion import emit_row_group
-    from verglas.schedule.program import Step
 
     for unit in program.units():
         members = [unit] if isinstance(unit, Step) else unit.steps

@@ -3,7 +3,7 @@ per distinct sub-program (see StepContext.sub_function); a Scan loop runs in com
 
 from __future__ import annotations
 
-from verglas.cpu_backend.codegen import np_dtype
+from verglas.cpu_backend.dtypes import np_dtype
 from verglas.cpu_backend.kernels import emit
 from verglas.ops.op_from_graph import OpFromGraph
 from verglas.ops.scan.op import Scan

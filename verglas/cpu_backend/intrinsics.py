@@ -10,6 +10,9 @@ dtype) a program uses (40-150 ms each); `empty_c` lowers the allocation in place
 
 from __future__ import annotations
 
+import os
+
+import llvmlite.binding as ll
 from llvmlite import ir as llvm_ir
 from numba.core import cgutils, types
 from numba.core.extending import intrinsic
@@ -342,10 +345,6 @@ def _preferred_vector_width() -> int | None:
     """The vector width (bits) LLVM should prefer on this machine: 512 where AVX-512 is there
     (LLVM's tuning for recent Intel server chips stays at 256: measured here, a float32 tanh
     loop runs 20-25% faster with 512), unless VERGLAS_VECTOR_WIDTH says otherwise."""
-    import os
-
-    import llvmlite.binding as ll
-
     choice = os.environ.get("VERGLAS_VECTOR_WIDTH", "")
     if choice:
         return int(choice) if choice.isdigit() else None

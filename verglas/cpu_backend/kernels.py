@@ -16,19 +16,21 @@ import re
 import numba
 import numpy as np
 
-from verglas.cpu_backend.intrinsics import (c_view, empty_c, empty_expr, float_to_int,
-                                             prefer_wide_vectors, reshaped, scalars_at, ws_add,
-                                             ws_carve, ws_reserve, ws_take, zero_d)
 from verglas.cpu_backend.dtypes import cast_expr, half_round, storage_dtype
 from verglas.cpu_backend.dtypes import literal as source_literal
+from verglas.cpu_backend.intrinsics import (c_view, empty_c, empty_expr, float_to_int,
+                                            prefer_wide_vectors, reshaped, scalars_at, ws_add,
+                                            ws_carve, ws_reserve, ws_take, zero_d)
+from verglas.cpu_backend.vmath import FASTMATH, VMATH
+from verglas.graph.basic import Constant
+from verglas.ops import scalar as s
+from verglas.ops.basic import DimShuffle, MakeVector, Shape, ShapeI
+from verglas.ops.elemwise import Elemwise, SumToShape
+from verglas.ops.shape import Reshape
 from verglas.cpu_backend.vmath_ops import smul
 from verglas.scalar_code import HELPERS, helpers_in, loop_dtypes, variant
 from verglas.scalar_code import arith as scalar_arith
 from verglas.source import tuple_expr
-from verglas.graph.basic import Constant
-from verglas.ops import scalar as s
-from verglas.ops.elemwise import DimShuffle, Elemwise
-from verglas.ops.shape import MakeVector, Reshape, Shape, ShapeI, SumToShape
 
 __all__ = ["RuntimeBroadcast", "KernelContext", "emit", "scalar_impl", "literal",
            "register_helper", "helper_ref", "resolve_helper", "HELPER_REFS"]
@@ -93,10 +95,6 @@ def scalar_impl(op_name: str, dtype: str | None = None):
     options = {"error_model": "numpy", "no_cpython_wrapper": True, "no_cfunc_wrapper": True}
     fn = None
     if dtype is not None and op_name not in _EXACT_ONLY:
-        try:
-            from verglas.cpu_backend.vmath import FASTMATH, VMATH
-        except ImportError:  # pragma: no cover - vmath is optional
-            FASTMATH, VMATH = (), {}
         fast = VMATH.get((op_name, dtype))
         if fast is not None:
             fn = numba.njit(fastmath=set(FASTMATH), **options)(fast.py_func)
@@ -167,10 +165,6 @@ def _substitute(expr: str, args: list[str]) -> str:
 
 def _vmath(op_name: str, dtype: str):
     if op_name in _EXACT_ONLY or np.dtype(dtype).kind != "f":
-        return None
-    try:
-        from verglas.cpu_backend.vmath import VMATH
-    except ImportError:  # pragma: no cover
         return None
     return VMATH.get((op_name, dtype))
 
@@ -852,12 +846,3 @@ def _emit_sum_to_shape(op, ctx) -> None:
     out = ctx.alloc(0, "(" + "".join(f"{shp}[{a}], " for a in range(ndim)) + ")")
     ctx.line(f"{ctx.helper('sum_to_shape', _sum_to_shape)}({g}, {shp}, {out})")
 
-
-# The other ops' kernels register themselves into `emit` (and their helpers) on import.
-from verglas.cpu_backend import (  # noqa: E402, F401
-    array_kernels,
-    index_kernels,
-    inner_kernels,
-    reduce_kernels,
-    rowfusion,
-)

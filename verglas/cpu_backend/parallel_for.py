@@ -29,6 +29,7 @@ _names = itertools.count()
 def launch() -> None:
     """Start numba's thread pool and register its entry points with LLVM (needed before a
     program calling parallel_range is compiled or loaded from the cache)."""
+    # (numba picks and starts its threading layer here, after threads.py has loaded TBB)
     from numba.np.ufunc.parallel import _launch_threads
 
     _launch_threads()

@@ -7,16 +7,83 @@ other reduced axes accumulate into the output.
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 
-from verglas.cpu_backend.codegen import np_dtype
-from verglas.cpu_backend.dtypes import cast_expr
-from verglas.source import tuple_expr
+from verglas.cpu_backend.dtypes import cast_expr, np_dtype
 from verglas.cpu_backend.intrinsics import reshaped
-from verglas.cpu_backend.kernels import HELPER_REFS, KernelContext, arith, emit, literal
+from verglas.cpu_backend.kernels import (HELPER_REFS, KernelContext, arith, emit, literal,
+                                         register_helper)
+from verglas.cpu_backend.vmath import _as_float, _as_int
 from verglas.ops.reduce import All, Any, Argmax, Argmin, CumSum, Max, Min, Prod, Reduce, Sum
+from verglas.source import tuple_expr
 
-__all__ = []
+__all__ = ["start_order_reduction", "order_update", "order_result"]
+
+_jit_inline = numba.njit(inline="always", error_model="numpy")
+
+
+# LLVM vectorizes an integer max/min reduction but not a float one (without the 'nnan' flag,
+# which NaN semantics forbid): IEEE floats without NaN order like their bits read as
+# sign-magnitude integers, so the max of the keys is the key of the max (NaN tracked apart).
+# Module-level and registered at import, so a cached program finds them by name.
+@register_helper
+@_jit_inline
+def order_key32(x):
+    b = _as_int(x)  # int32 keys: twice the SIMD lanes of int64 ones
+    return b if b >= 0 else np.int32(b ^ np.int32(0x7FFFFFFF))
+
+
+@register_helper
+@_jit_inline
+def order_value32(k):
+    return _as_float(np.int32(k if k >= 0 else k ^ np.int32(0x7FFFFFFF)))
+
+
+@register_helper
+@_jit_inline
+def order_key64(x):
+    b = _as_int(x)
+    return b if b >= 0 else b ^ 0x7FFFFFFFFFFFFFFF
+
+
+@register_helper
+@_jit_inline
+def order_value64(k):
+    return _as_float(k if k >= 0 else k ^ 0x7FFFFFFFFFFFFFFF)
+
+
+_ORDER = {"float32": (order_key32, order_value32), "float64": (order_key64, order_value64)}
+
+
+def start_order_reduction(ctx, op, dtype: str, acc: str) -> tuple:
+    """Emit the accumulator `acc` of a float Max/Min over order keys (an integer reduction
+    LLVM vectorizes) and its NaN flag (tracked apart so the max itself stays a SIMD select);
+    returns the state order_update / order_result take."""
+    key, value = (ctx.helper(f"{f.py_func.__name__}_", f) for f in _ORDER[dtype])
+    nan = ctx.fresh("nan")
+    ctx.line(f"{nan} = False")
+    # start from the key of -inf (max) or +inf (min): an empty row gives the identity
+    start = np.asarray(-np.inf if isinstance(op, Max) else np.inf, dtype)
+    bits = start.view("int32" if dtype == "float32" else "int64")
+    k = int(bits) if bits >= 0 else int(bits ^ np.iinfo(bits.dtype).max)
+    ctx.line(f"{acc} = np.{bits.dtype}({k})")
+    return nan, key, value, "max" if isinstance(op, Max) else "min"
+
+
+def order_update(ctx, order, acc: str, t: str) -> None:
+    """Emit the step of an order-key reduction over the value named `t`."""
+    nan, key, _, pick = order
+    q = ctx.fresh("q")  # a select, not the builtin max/min (an overload numba compiles)
+    ctx.line(f"{q} = {key}({t})")
+    ctx.line(f"{acc} = {q} if {q} {'>' if pick == 'max' else '<'} {acc} else {acc}")
+    ctx.line(f"{nan} = {nan} | ({t} != {t})")
+
+
+def order_result(order, acc: str) -> str:
+    """The reduced float of an order-key reduction (NaN when any value was NaN)."""
+    nan, _, value, _ = order
+    return f"np.nan if {nan} else {value}({acc})"
 
 
 def _identity(op, dtype: str) -> str:
@@ -143,9 +210,7 @@ def _emit_reduce_inline(op, ctx) -> None:
     t = ctx.fresh("t")
     keyed = isinstance(op, (Max, Min)) and out_dtype in ("float32", "float64")
     if n_suffix and keyed:
-        # float max/min through integer order keys (see rowfusion.start_order_reduction)
-        from verglas.cpu_backend.rowfusion import order_result, order_update, start_order_reduction
-
+        # float max/min through integer order keys (see start_order_reduction)
         acc = ctx.fresh("acc")
         order = start_order_reduction(ctx, op, out_dtype, acc)
         for a in range(lead, ndim):

@@ -3,100 +3,32 @@ emitted as ONE loop over rows, each step doing its row while the row is in cache
 runs on numba's thread pool when a threading layer safe under concurrent calls loads.
 
 Whole rows go through 1-d row views, float32 row sums accumulate in float32 SIMD lanes, and a
-float max/min reduces integer order keys (below), which LLVM vectorizes.
+float max/min reduces integer order keys (reduce_kernels.start_order_reduction), which LLVM
+vectorizes.
 """
 
 from __future__ import annotations
 
-import numba
-import numpy as np
-
-from verglas.cpu_backend.intrinsics import empty_expr
-from verglas.cpu_backend.kernels import HELPER_REFS, register_helper
-from verglas.cpu_backend.parallel_for import call_on_pool, parallel_range
-from verglas.cpu_backend.threads import parallel_rows
-from verglas.cpu_backend.vmath import _as_float, _as_int
 from verglas.cpu_backend.dtypes import cast_expr
+from verglas.cpu_backend.intrinsics import empty_expr
+from verglas.cpu_backend.kernels import HELPER_REFS, _elemwise_body, literal
+from verglas.cpu_backend.parallel_for import call_on_pool, parallel_range
+from verglas.cpu_backend.reduce_kernels import (_combine, _identity, order_result, order_update,
+                                                start_order_reduction)
+from verglas.cpu_backend.threads import parallel_rows
 from verglas.graph.basic import Constant
 from verglas.ops.reduce import Max, Min
 from verglas.schedule.rowgroups import is_row_reduce
 
-__all__ = ["emit_row_group", "start_order_reduction", "order_update", "order_result"]
+__all__ = ["emit_row_group"]
 
 
-_jit_inline = numba.njit(inline="always", error_model="numpy")
 HELPER_REFS["parallel_range"] = parallel_range  # generated code calls it by that name
-
-
-# LLVM vectorizes an integer max/min reduction but not a float one (without the 'nnan' flag,
-# which NaN semantics forbid): IEEE floats without NaN order like their bits read as
-# sign-magnitude integers, so the max of the keys is the key of the max (NaN tracked apart).
-# Module-level and registered at import, so a cached program finds them by name.
-@register_helper
-@_jit_inline
-def order_key32(x):
-    b = _as_int(x)  # int32 keys: twice the SIMD lanes of int64 ones
-    return b if b >= 0 else np.int32(b ^ np.int32(0x7FFFFFFF))
-
-
-@register_helper
-@_jit_inline
-def order_value32(k):
-    return _as_float(np.int32(k if k >= 0 else k ^ np.int32(0x7FFFFFFF)))
-
-
-@register_helper
-@_jit_inline
-def order_key64(x):
-    b = _as_int(x)
-    return b if b >= 0 else b ^ 0x7FFFFFFFFFFFFFFF
-
-
-@register_helper
-@_jit_inline
-def order_value64(k):
-    return _as_float(k if k >= 0 else k ^ 0x7FFFFFFFFFFFFFFF)
-
-
-_ORDER = {"float32": (order_key32, order_value32), "float64": (order_key64, order_value64)}
-
-
-def start_order_reduction(ctx, op, dtype: str, acc: str) -> tuple:
-    """Emit the accumulator `acc` of a float Max/Min over order keys (an integer reduction
-    LLVM vectorizes) and its NaN flag (tracked apart so the max itself stays a SIMD select);
-    returns the state order_update / order_result take."""
-    key, value = (ctx.helper(f"{f.py_func.__name__}_", f) for f in _ORDER[dtype])
-    nan = ctx.fresh("nan")
-    ctx.line(f"{nan} = False")
-    # start from the key of -inf (max) or +inf (min): an empty row gives the identity
-    start = np.asarray(-np.inf if isinstance(op, Max) else np.inf, dtype)
-    bits = start.view("int32" if dtype == "float32" else "int64")
-    k = int(bits) if bits >= 0 else int(bits ^ np.iinfo(bits.dtype).max)
-    ctx.line(f"{acc} = np.{bits.dtype}({k})")
-    return nan, key, value, "max" if isinstance(op, Max) else "min"
-
-
-def order_update(ctx, order, acc: str, t: str) -> None:
-    """Emit the step of an order-key reduction over the value named `t`."""
-    nan, key, _, pick = order
-    q = ctx.fresh("q")  # a select, not the builtin max/min (an overload numba compiles)
-    ctx.line(f"{q} = {key}({t})")
-    ctx.line(f"{acc} = {q} if {q} {'>' if pick == 'max' else '<'} {acc} else {acc}")
-    ctx.line(f"{nan} = {nan} | ({t} != {t})")
-
-
-def order_result(order, acc: str) -> str:
-    """The reduced float of an order-key reduction (NaN when any value was NaN)."""
-    nan, _, value, _ = order
-    return f"np.nan if {nan} else {value}({acc})"
 
 
 def emit_row_group(group, contexts) -> None:
     """Emit the steps of row `group` (their StepContexts, in order) as one loop over rows, as
     the scheduler planned it (verglas/schedule/rowgroups.py)."""
-    from verglas.cpu_backend.kernels import _elemwise_body, literal
-    from verglas.cpu_backend.reduce_kernels import _combine, _identity
-
     ctx0 = contexts[0]
     em = ctx0.em
     program = ctx0.program

@@ -16,11 +16,12 @@ import types
 import numba
 import numpy as np
 
-from verglas.cpu_backend import cache
+from verglas.cpu_backend import cache, codegen, intrinsics, kernels
 from verglas.cpu_backend.codegen import generate
 from verglas.cpu_backend.dtypes import STORED_AS, from_storage, storage_dtype, to_storage
 from verglas.cpu_backend.kernels import RuntimeBroadcast
 from verglas.cpu_backend.parallel_for import launch
+from verglas.cpu_backend.threads import parallel_rows
 
 __all__ = ["CPURunner", "build_runner", "JIT_OPTIONS", "NO_WORKSPACE", "keep_workspace"]
 
@@ -76,9 +77,6 @@ def _settings_tag() -> str:
     """What of the generated code the graph does not decide: the workspace switch, the
     vector width and whether row loops run on threads (numba's own cache would not tell
     programs built with another apart)."""
-    from verglas.cpu_backend import codegen, intrinsics
-    from verglas.cpu_backend.threads import parallel_rows
-
     return (f"-w{intrinsics.PREFERRED_VECTOR_WIDTH or 0}{'' if codegen.WORKSPACE else '-nows'}"
             f"{'' if parallel_rows() else '-serial'}")
 
@@ -173,8 +171,6 @@ def _globals_spec(globals_: dict) -> dict:
 
 
 def _helper_ref(dispatcher):
-    from verglas.cpu_backend import kernels
-
     for key, fn in kernels.HELPER_REFS.items():
         if fn is dispatcher:
             return key
@@ -185,8 +181,6 @@ def _helper_ref(dispatcher):
 
 
 def _resolve_globals(spec: dict) -> dict:
-    from verglas.cpu_backend import kernels
-
     out = {}
     for name, (kind, value) in spec.items():
         out[name] = value if kind == "array" else kernels.resolve_helper(value)

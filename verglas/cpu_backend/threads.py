@@ -35,7 +35,7 @@ def _load_tbb() -> bool:
             continue
     else:
         return False
-    try:
+    try:  # numba's TBB layer, imported only once libtbb is loaded (and optional)
         from numba.np.ufunc.parallel import _check_tbb_version_compatible
 
         _check_tbb_version_compatible()

@@ -8,9 +8,14 @@ format. The directory is the CPU backend's (`$VERGLAS_CACHE_DIR`, else `~/.cache
 
 from __future__ import annotations
 
+import cmath
 import hashlib
+import math
 import re
+from importlib import metadata
 from pathlib import Path
+
+import numpy as np
 
 from verglas.cpu_backend.cache import cache_dir, write_atomic
 
@@ -20,8 +25,6 @@ FORMAT_VERSION = "1"
 
 
 def _versions() -> tuple[str, ...]:
-    from importlib import metadata
-
     out = []
     for dist in ("numba", "numba-cuda", "nvidia-nvvm", "nvidia-cuda-nvcc-cu12"):
         try:
@@ -74,11 +77,7 @@ def compile_ptx(spec, cc) -> str:
 
 def compile_spec(spec, cc) -> str:
     """Compile kernel `spec` to PTX with `numba.cuda.compile_ptx` (needs NVVM, not a GPU)."""
-    import cmath
-    import math
-
-    import numpy as np
-    from numba import cuda
+    from numba import cuda  # optional: numba-cuda
 
     namespace = {"cuda": cuda, "math": math, "cmath": cmath, "np": np}
     exec(compile(spec.source, f"<verglas kernel {spec.name}>", "exec"), namespace)

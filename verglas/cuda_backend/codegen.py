@@ -18,13 +18,21 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from verglas.cuda_backend.kernels import emit
+from verglas.cuda_backend.rowkernels import emit_row_group, row_group_fusable
 from verglas.cuda_backend.templates import Emitter, KernelSpec
 from verglas.graph.basic import Constant
+from verglas.ops.basic import MakeVector, Shape, ShapeI
+from verglas.ops.elemwise import Elemwise
+from verglas.ops.linalg import MatMul
+from verglas.ops.reduce import CumSum, Reduce
+from verglas.ops.shape import Alloc, ARange
+from verglas.schedule.program import Step, is_metadata_step
 
 __all__ = ["HostSource", "StepContext", "generate", "Config", "HOST_OPS"]
 
-HOST_OPS = ("Shape", "ShapeI", "MakeVector")  # always on the host: they read metadata
-_NEVER_HOST = ("ARange", "Alloc", "MatMul", "CumSum")
+HOST_OPS = (Shape, ShapeI, MakeVector)  # always on the host: they read metadata
+_NEVER_HOST = (ARange, Alloc, MatMul, CumSum)
 
 
 @dataclass(frozen=True)
@@ -141,6 +149,14 @@ class StepContext:
         self.src.globals[name] = Perform(self.node)
         return name
 
+    def emit_perform(self, on_host: bool) -> None:
+        """Emit the call of this step's reference perform (see `_emit_perform`)."""
+        _emit_perform(self.gen, self, on_host)
+
+    def for_step(self, step) -> StepContext:
+        """The context of another step of the program (a producer fused into this one)."""
+        return StepContext(self.gen, step)
+
 
 class Perform:
     """Runs a node's reference `perform` on the given values; returns the outputs."""
@@ -211,16 +227,14 @@ def fusable_producers(program) -> dict[int, object]:
     The producer's only use is the reduction, it is not an output, and only metadata steps lie
     between the two (so the memory plan cannot hand the producer's inputs to anything else).
     """
-    from verglas.schedule.lower import is_metadata_step
-
     users = _users(program)
     by_output = {b: s for s in program.steps for b in s.outputs}
     out = {}
     for step in program.steps:
-        if type(step.node.op).__name__ not in ("Sum", "Prod", "Max", "Min", "Any", "All"):
+        if not isinstance(step.node.op, Reduce):
             continue
         prod = by_output.get(step.inputs[0])
-        if prod is None or type(prod.node.op).__name__ != "Elemwise":
+        if prod is None or not isinstance(prod.node.op, Elemwise):
             continue
         buf = program.buffers[step.inputs[0]]
         if (buf.is_output or len(prod.outputs) != 1 or prod.node.op.inplace_pattern
@@ -238,10 +252,10 @@ def fusable_producers(program) -> dict[int, object]:
 
 
 def _runs_on_host(gen, step) -> bool:
-    name = type(step.node.op).__name__
-    if name in HOST_OPS:
+    op = step.node.op
+    if isinstance(op, HOST_OPS):
         return True
-    if name in _NEVER_HOST or step.sub_program is not None:
+    if isinstance(op, _NEVER_HOST) or step.sub_program is not None:
         return False
     return (all(b in gen.host_name for b in step.inputs)
             and all(o.ndim <= 1 for o in step.node.outputs))
@@ -249,8 +263,6 @@ def _runs_on_host(gen, step) -> bool:
 
 def generate(program, config: Config = Config(), name: str = "program") -> HostSource:
     """The host source computing `program` with kernels registered in kernels.py."""
-    from verglas.cuda_backend.kernels import emit
-
     gen = _Generator(program, config, name)
     src, em = gen.src, gen.em
     args = ["L"]
@@ -266,9 +278,6 @@ def generate(program, config: Config = Config(), name: str = "program") -> HostS
         gen.dev_name[buf.id] = f"c{buf.id}"
         src.const_args.append((f"c{buf.id}", data))
         args.append(f"c{buf.id}")
-    from verglas.cuda_backend.rowkernels import emit_row_group, row_group_fusable
-    from verglas.schedule.program import Step
-
     absorbed = fusable_producers(program)
     skipped = {p.index for p in absorbed.values()}
     steps = []  # what runs step by step: every step but those of row groups run as one kernel
@@ -326,10 +335,9 @@ def _emit_perform(gen, ctx, on_host: bool) -> None:
     host indices (views), or on host copies of everything (the fallback, which syncs)."""
     step = ctx.step
     fn = ctx.perform()
-    name = type(ctx.op).__name__
-    view = bool(getattr(ctx.op, "view_map", None)) and name != "Elemwise"
+    view = bool(ctx.op.view_map) and not isinstance(ctx.op, Elemwise)
     if on_host:
-        args = [gen.host(b) if b in gen.host_name or name not in ("Shape", "ShapeI")
+        args = [gen.host(b) if b in gen.host_name or not ctx.op.reads_shape_only
                 else gen.dev_name[b] for b in step.inputs]
     elif view:  # metadata work on the device array; indices and shapes from the host
         args = [gen.dev(step.inputs[0])] + [gen.host(b) for b in step.inputs[1:]]

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from verglas.ops.indexing import _build_index
+
 __all__ = ["broadcast_shape", "size", "is_flat", "map_views", "scalar", "run_map", "copy_into",
            "run_reduce", "run_arg", "split_view", "join_shape", "move_last", "blocks"]
 
@@ -210,8 +212,6 @@ def arange_params(start, stop, step, dtype: str, op_name: str):
 
 def basic_index(a, idx_list, values, op_name: str):
     """a[index] for a basic index structure and host index values (a view)."""
-    from verglas.ops.indexing import _build_index
-
     try:
         return a[_build_index(idx_list, values) + (Ellipsis,)]
     except (IndexError, ValueError) as exc:

@@ -12,13 +12,12 @@ import functools
 
 
 from verglas.cuda_backend import templates as T
-from verglas.cuda_backend.codegen import StepContext, _emit_perform
-from verglas.ops.elemwise import DimShuffle, Elemwise
-from verglas.ops.indexing import (AdvancedIncSubtensor, AdvancedSubtensor, IncSubtensor,
-                                  Subtensor)
+from verglas.ops.basic import DimShuffle, Join
+from verglas.ops.elemwise import Elemwise, SumToShape
+from verglas.ops.indexing import AdvancedIncSubtensor, AdvancedSubtensor, IncSubtensor, Subtensor
 from verglas.ops.linalg import MatMul
-from verglas.ops.reduce import Argmax, CumSum, Reduce
-from verglas.ops.shape import Alloc, ARange, Join, Reshape, SumToShape
+from verglas.ops.reduce import All, Any, Argmax, Argmin, CumSum, Max, Min, Prod, Reduce, Sum
+from verglas.ops.shape import ARange, Alloc, Reshape
 
 __all__ = ["emit", "output_storage"]
 
@@ -39,7 +38,7 @@ def _all_ones(var) -> bool:
     return all(d == 1 for d in var.type.shape)
 
 
-def _operands(ctx: StepContext):
+def _operands(ctx):
     """Kernel operand kinds of the step's inputs and what the host passes for each:
     (kinds, arrays, extras) with arrays[k] an array name (or "None") and extras[k] a ready
     argument (or "None" for arrays taking the loop's shape)."""
@@ -65,7 +64,7 @@ def _operands(ctx: StepContext):
     return kinds, arrays, extras
 
 
-def _loop_shape(ctx: StepContext, kinds, arrays, ndim: int) -> str:
+def _loop_shape(ctx, kinds, arrays, ndim: int) -> str:
     """Emit the broadcast shape of the operands; return its name."""
     shapes = [f"{a}.shape" for a, k in zip(arrays, [k for k in kinds if k[0] != "lit"])
               if k[0] == "array"]
@@ -84,7 +83,7 @@ def _base_is_temp(program, bid: int) -> bool:
     return buf.kind == "temp"
 
 
-def output_storage(ctx: StepContext, j: int, shape: str) -> str:
+def output_storage(ctx, j: int, shape: str) -> str:
     """Storage for output j: its inplace target when that is our own temporary, else new."""
     buf = ctx.program.buffers[ctx.step.outputs[j]]
     target = buf.takes_over
@@ -116,7 +115,7 @@ def _emit_elemwise(op, ctx) -> None:
 @emit.register(Reshape)
 @emit.register(Subtensor)
 def _emit_view(op, ctx) -> None:
-    _emit_perform(ctx.gen, ctx, on_host=False)
+    ctx.emit_perform(on_host=False)
 
 
 # -- reductions ----------------------------------------------------------------------------------
@@ -144,14 +143,17 @@ def _product(shape: str, axes) -> str:
     return f"H.size({_tuple(f'{shape}[{a}]' for a in axes)})"
 
 
+_REDUCER = {Sum: "sum", Prod: "prod", Max: "max", Min: "min", Any: "any", All: "all"}
+
+
 @emit.register(Reduce)
 def _emit_reduce(op, ctx) -> None:
-    kind = type(op).__name__.lower()
+    kind = _REDUCER[type(op)]
     x = ctx.node.inputs[0]
     nd = x.ndim
     producer = getattr(ctx, "producer", None)
     if producer is not None:
-        pctx = StepContext(ctx.gen, producer)
+        pctx = ctx.for_step(producer)
         kinds, arrays, extras = _operands(pctx)
         sop = producer.node.op.scalar_op
         s = _loop_shape(pctx, kinds, arrays, nd)
@@ -220,7 +222,7 @@ def _emit_arg(op, ctx) -> None:
     else:
         shape = _tuple(f"{a}.shape[{d}]" for d in kept)
     out = ctx.alloc(0, shape)
-    largest = type(op).__name__ == "Argmax"
+    largest = not isinstance(op, Argmin)
     if nd == 0:
         view, nk, nr = f"{a}.reshape(1)", 0, 1
     else:

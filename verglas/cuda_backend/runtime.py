@@ -25,7 +25,9 @@ import threading
 
 import numpy as np
 
+from verglas.cuda_backend import cache, host
 from verglas.cuda_backend.codegen import Config, generate
+from verglas.cuda_backend.templates import Arr
 
 __all__ = ["build_runner", "default_launcher", "CUDARunner", "Launcher", "SimLauncher",
            "CupyLauncher", "NO_DEVICE_MESSAGE"]
@@ -208,8 +210,6 @@ class SimKernel:
 
 def _check_args(spec, args) -> None:
     """Arguments match the kernel's parameter types (what the GPU marshalling assumes)."""
-    from verglas.cuda_backend.templates import Arr
-
     if len(args) != len(spec.params):
         raise TypeError(f"{spec.name}: {len(args)} arguments for {len(spec.params)} parameters")
     for k, (p, a) in enumerate(zip(spec.params, args)):
@@ -277,8 +277,6 @@ class CupyKernel:
     """A kernel loaded from PTX into a cupy module, launched with numba's array ABI."""
 
     def __init__(self, spec, cc):
-        from verglas.cuda_backend.templates import Arr
-
         self.spec = spec
         self.cc = cc
         self.function = None
@@ -289,8 +287,6 @@ class CupyKernel:
 
     def load(self):
         import cupy
-
-        from verglas.cuda_backend import cache
 
         with self._lock:
             if self.function is None:
@@ -324,7 +320,7 @@ class CUDARunner:
         self.program = program
         self.source = source
         self.launcher = launcher
-        namespace = {"H": _host_module(), "np": np}
+        namespace = {"H": host, "np": np}
         namespace.update(source.globals)
         for k, spec in enumerate(source.kernels):
             namespace[f"K{k}"] = launcher.kernel(spec)
@@ -375,12 +371,6 @@ class CUDARunner:
         outputs = self.fn(L, *inputs, *self.constants)
         L.check_errors(L.take_pending())
         return list(outputs)
-
-
-def _host_module():
-    from verglas.cuda_backend import host
-
-    return host
 
 
 class CapturedCall:

@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
+from numba import from_dtype, types
 
 from verglas.graph.basic import Constant
 from verglas.scalar_code import HELPERS, arith, helpers_in, loop_dtypes, variant
@@ -40,8 +41,6 @@ class Arr:
     layout: str = "A"
 
     def numba_type(self):
-        from numba import from_dtype, types
-
         return types.Array(from_dtype(np.dtype(self.dtype)), self.ndim, self.layout)
 
 
@@ -52,8 +51,6 @@ class Scal:
     dtype: str
 
     def numba_type(self):
-        from numba import from_dtype
-
         return from_dtype(np.dtype(self.dtype))
 
 
@@ -67,8 +64,6 @@ class KernelSpec:
 
     def signature(self):
         """The numba signature `void(params...)` for compile_ptx."""
-        from numba import types
-
         return types.void(*[p.numba_type() for p in self.params])
 
     @functools.cached_property

@@ -1,12 +1,11 @@
 """The graph IR: types, variables, ops, mutable and frozen function graphs."""
 
-from verglas.graph.basic import Apply, Constant, Node, Variable
+from verglas.graph.basic import Apply, Constant, Node, Variable, intern_constant
 from verglas.graph.features import (AlreadyThere, Feature, History, InconsistencyError,
                                     ReplaceValidate, callback)
 from verglas.graph.fg import OUTPUT, FunctionGraph, MissingInputError
 from verglas.graph.frozen import (FrozenApply, FrozenFunctionGraph, NominalVariable, freeze,
-                                  intern_constant, intern_node, intern_table_sizes,
-                                  nominal_input)
+                                  intern_node, intern_table_sizes, nominal_input)
 from verglas.graph.op import Op, stable_key
 from verglas.graph.printing import dprint
 from verglas.graph.spec import SpecError, check_graph

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from verglas.graph.types import ScalarType, TensorType, Type
 
-__all__ = ["Variable", "Constant", "Apply", "Node"]
+__all__ = ["Variable", "Constant", "Apply", "Node", "intern_constant", "is_interned_constant"]
+
+# The constants of frozen graphs, interned by (type, bytes): the table is here rather than in
+# frozen.py with the others because a pickled constant re-interns itself (Constant.__reduce__).
+_CONSTANTS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
 
 class Variable:
@@ -73,8 +79,6 @@ class Constant(Variable):
     def __reduce__(self):
         # An interned constant (one a frozen node reads) unpickles as the canonical one, so
         # that a frozen node pickled on its own re-interns to the very same node.
-        from verglas.graph.frozen import is_interned_constant
-
         return (_rebuild_constant,
                 (type(self), self.type, self.data, self.name, is_interned_constant(self)))
 
@@ -91,11 +95,26 @@ class Constant(Variable):
 
 def _rebuild_constant(cls, type, data, name, interned=False):
     const = cls(type, data, name)
-    if interned:
-        from verglas.graph.frozen import intern_constant
+    return intern_constant(const) if interned else const
 
-        const = intern_constant(const)
-    return const
+
+def intern_constant(constant: Constant) -> Constant:
+    """The canonical constant equal to `constant`: same type and bytes (NaN == NaN, 0.0 != -0.0)."""
+    existing = _CONSTANTS.get(constant._key)
+    if existing is not None:
+        return existing
+    _CONSTANTS[constant._key] = constant
+    return constant
+
+
+def is_interned_constant(constant: Constant) -> bool:
+    """Whether `constant` is the canonical interned constant for its type and value."""
+    return _CONSTANTS.get(constant._key) is constant
+
+
+def interned_constant_count() -> int:
+    """How many constants are interned (for leak tests)."""
+    return len(_CONSTANTS)
 
 
 def _frozen_output(node, index):

@@ -242,6 +242,7 @@ class FunctionGraph:
 
     def freeze(self, dedup_nodes: bool = True):
         """The immutable, interned FrozenFunctionGraph computing the same outputs."""
+        # not at the top: frozen.py imports this module (unfreeze() builds a FunctionGraph)
         from verglas.graph.frozen import freeze
 
         return freeze(self.inputs, self.outputs, dedup_nodes=dedup_nodes)

@@ -1,10 +1,11 @@
 """The immutable, hash-consed IR: FrozenApply, nominal inputs, interned constants and
 FrozenFunctionGraph.
 
-Interning happens here and only here, in three weak-valued tables: nodes keyed by
-(op, inputs, output types[, position]), nominal inputs by (position, type) and constants by
-(type, bytes). Two frozen graphs that compute the same thing are therefore made of the very
-same objects: equality is identity of inputs and outputs and hashing is O(1).
+Interning happens in three weak-valued tables: nodes keyed by (op, inputs, output
+types[, position]) and nominal inputs by (position, type), here, and constants by (type, bytes),
+in basic.py next to Constant (a pickled constant re-interns itself). Two frozen graphs that
+compute the same thing are therefore made of the very same objects: equality is identity of
+inputs and outputs and hashing is O(1).
 """
 
 from __future__ import annotations
@@ -13,22 +14,22 @@ import gc
 import hashlib
 import weakref
 
-from verglas.graph.basic import Constant, Node, Variable
+from verglas.graph.basic import (Apply, Constant, Node, Variable, intern_constant,
+                                  interned_constant_count)
 from verglas.graph.fg import FunctionGraph, MissingInputError
 from verglas.graph.op import stable_key
 
 __all__ = ["FrozenApply", "NominalVariable", "FrozenFunctionGraph", "freeze", "intern_node",
-           "nominal_input", "intern_constant", "is_interned_constant", "intern_table_sizes"]
+           "nominal_input", "intern_table_sizes"]
 
 _NODES: dict = {}  # key -> weakref to the FrozenApply
 _NOMINALS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
-_CONSTANTS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 _GRAPHS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
 
 def intern_table_sizes() -> tuple[int, int, int]:
     """(nodes, nominal inputs, constants) currently interned: for leak tests."""
-    return len(_NODES), len(_NOMINALS), len(_CONSTANTS)
+    return len(_NODES), len(_NOMINALS), interned_constant_count()
 
 
 class FrozenApply(Node):
@@ -123,20 +124,6 @@ def nominal_input(position: int, type):
         var.position = position
         _NOMINALS[key] = var
     return var
-
-
-def intern_constant(constant: Constant) -> Constant:
-    """The canonical constant equal to `constant`: same type and bytes (NaN == NaN, 0.0 != -0.0)."""
-    existing = _CONSTANTS.get(constant._key)
-    if existing is not None:
-        return existing
-    _CONSTANTS[constant._key] = constant
-    return constant
-
-
-def is_interned_constant(constant: Constant) -> bool:
-    """Whether `constant` is the canonical interned constant for its type and value."""
-    return _CONSTANTS.get(constant._key) is constant
 
 
 def freeze(inputs, outputs, dedup_nodes: bool = True) -> FrozenFunctionGraph:
@@ -312,8 +299,6 @@ class FrozenFunctionGraph:
 
     def unfreeze(self) -> FunctionGraph:
         """A fresh mutable FunctionGraph with new variables and nodes (constants shared)."""
-        from verglas.graph.basic import Apply
-
         memo: dict = {}
         new_inputs = []
         for var in self.inputs:

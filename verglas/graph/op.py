@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+import numpy as np
+
 __all__ = ["Op", "stable_key"]
 
 
@@ -19,6 +21,11 @@ class Op:
     __props__: ClassVar[tuple[str, ...]] = ()
     destroy_map: ClassVar[dict[int, list[int]]] = {}
     view_map: ClassVar[dict[int, list[int]]] = {}
+    # Roles the scheduler and the backends read (never an op's class name):
+    # the frozen graph an inner-graph op runs (OpFromGraph, Scan): lowered to a sub-Program
+    inner_graph: Any = None
+    # outputs depend on the inputs' shapes only, never on their values (Shape, ShapeI)
+    reads_shape_only: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -103,8 +110,6 @@ def stable_key(value: Any):
         return ("graph", value.fingerprint())
     if hasattr(value, "fingerprint_key"):
         return value.fingerprint_key()
-    import numpy as np
-
     if isinstance(value, np.dtype):
         return ("dtype", value.name)
     if isinstance(value, np.ndarray):

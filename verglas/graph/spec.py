@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from verglas.graph.basic import Constant, Variable
+from verglas.graph.basic import Constant, Variable, intern_constant
 from verglas.graph.fg import OUTPUT, FunctionGraph
-from verglas.graph.frozen import (FrozenApply, FrozenFunctionGraph, NominalVariable,
-                                  intern_constant, intern_node, nominal_input)
+from verglas.graph.frozen import (FrozenApply, FrozenFunctionGraph, NominalVariable, intern_node,
+                                  nominal_input)
 from verglas.graph.traversal import toposort
 from verglas.graph.types import Type
 

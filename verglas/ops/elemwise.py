@@ -1,5 +1,5 @@
-"""Elemwise (a scalar op mapped over broadcast arrays) and DimShuffle (transpose / expand_dims /
-squeeze as one view op)."""
+"""Elemwise (a scalar op mapped over broadcast arrays), its weak-scalar typing (NEP 50) and the
+gradient of broadcasting: `sum_to` and SumToShape."""
 
 from __future__ import annotations
 
@@ -8,16 +8,13 @@ import numpy as np
 from verglas.graph.basic import Apply, Variable
 from verglas.graph.op import Op
 from verglas.graph.types import TensorType
-from verglas.ops.scalar import ScalarOp
-from verglas.ops.variable import as_tensor, constant, is_python_scalar
+from verglas.ops.basic import as_tensor, constant, expand_dims, is_python_scalar, shape_str
+from verglas.ops.scalar import Cast, Eq, ScalarOp, Second, Switch
 
-__all__ = ["Elemwise", "DimShuffle", "elemwise", "dimshuffle", "transpose", "expand_dims",
-           "squeeze", "broadcast_static_shape", "sum_to", "shape_str"]
+__all__ = ["Elemwise", "elemwise", "broadcast_static_shape", "sum_to", "SumToShape",
+           "sum_to_shape"]
 
-
-def shape_str(shape) -> str:
-    inner = ", ".join("?" if s is None else str(s) for s in shape)
-    return f"({inner},)" if len(shape) == 1 else f"({inner})"
+_INT = "int64"
 
 
 def broadcast_static_shape(shapes, op_name: str) -> tuple:
@@ -120,8 +117,6 @@ class Elemwise(Op):
             outputs[o][0] = target
 
     def infer_shape(self, fgraph, node, input_shapes):
-        from verglas.ops import math as m
-
         out = []
         for axis, static in enumerate(node.outputs[0].type.shape):
             if static is not None:
@@ -134,15 +129,14 @@ class Elemwise(Op):
                 continue
             dim = dims[0]
             for other in dims[1:]:  # numpy: a 1 broadcasts against anything, including 0
-                dim = m.where(m.eq(other, 1), dim, other)
+                # where(eq(other, 1), dim, other), from the scalar ops (math.py builds on this)
+                dim = elemwise(Switch(), elemwise(Eq(), other, 1), dim, other)
             out.append(dim)
         return [tuple(out)] * len(node.outputs)
 
     def L_op(self, inputs, outputs, output_grads):
-        from verglas.ops import math as m
-
-        output_grads = [m.zeros_like(o) if g is None else g
-                         for o, g in zip(outputs, output_grads)]
+        output_grads = [elemwise(Second(), o, constant(np.asarray(0, o.dtype)))  # zeros_like
+                        if g is None else g for o, g in zip(outputs, output_grads)]
         grads = self.scalar_op.grad(list(inputs), list(outputs), output_grads)
         result = []
         for x, g in zip(inputs, grads):
@@ -152,160 +146,73 @@ class Elemwise(Op):
             g = as_tensor(g)
             g = sum_to(g, x)
             if g.dtype != x.dtype:
-                g = m.cast(g, x.dtype)
+                g = elemwise(Cast(x.dtype), g)
             result.append(g)
         return result
 
 
 def sum_to(g: Variable, x: Variable) -> Variable:
     """Sum `g` (a broadcast result) back to the shape of `x`, at run time where needed."""
-    from verglas.ops import reduce as r
-    from verglas.ops import shape as sh
-
-    if g.ndim > x.ndim:
-        g = r.sum(g, tuple(range(g.ndim - x.ndim)))
+    if g.ndim > x.ndim:  # (g.sum: reductions build on this module)
+        g = g.sum(tuple(range(g.ndim - x.ndim)))
     if g.ndim < x.ndim:
         raise ValueError(f"sum_to: gradient of ndim {g.ndim} for input of ndim {x.ndim}")
     static_axes = tuple(a for a, (xs, gs) in enumerate(zip(x.type.shape, g.type.shape))
                         if xs == 1 and gs != 1)
     if static_axes:
-        g = r.sum(g, static_axes, keepdims=True)
+        g = g.sum(static_axes, keepdims=True)
     # a dimension unknown until run time may turn out to be 1 and broadcast: sum it then
     if any(xs is None and gs != 1 for xs, gs in zip(x.type.shape, g.type.shape)):
-        g = sh.sum_to_shape(g, sh.shape(x), x.type.shape)
+        g = sum_to_shape(g, x.shape, x.type.shape)
     return g
 
 
-class DimShuffle(Op):
-    """Reorder, insert ('x') and drop (length-1) axes: transpose, expand_dims, squeeze."""
+class SumToShape(Op):
+    """Sum `g` over the axes where the run-time `shape` is 1 (undoes numpy broadcasting)."""
 
-    __props__ = ("input_ndim", "new_order")
-    view_map = {0: [0]}
+    __props__ = ("static_shape",)
 
-    def __init__(self, input_ndim: int, new_order):
-        new_order = tuple(new_order)
-        kept = [d for d in new_order if d != "x"]
-        if len(set(kept)) != len(kept) or any(not 0 <= d < input_ndim for d in kept):
-            raise ValueError(f"DimShuffle: invalid order {new_order} for ndim {input_ndim}")
-        self.input_ndim = input_ndim
-        self.new_order = new_order
-        self.kept = tuple(kept)
-        self.dropped = tuple(d for d in range(input_ndim) if d not in kept)
-        self.inserted = tuple(i for i, d in enumerate(new_order) if d == "x")
+    def __init__(self, static_shape):
+        self.static_shape = tuple(static_shape)
 
-    def __repr__(self):
-        return f"DimShuffle{{{','.join(str(d) for d in self.new_order)}}}"
-
-    @property
-    def is_transpose(self) -> bool:
-        return not self.inserted and not self.dropped
-
-    def make_node(self, x):
-        x = as_tensor(x)
-        if x.ndim != self.input_ndim:
-            raise TypeError(f"{self}: expected an input of ndim {self.input_ndim}, got {x.ndim}")
-        for d in self.dropped:
-            if x.type.shape[d] not in (1, None):
-                raise ValueError(
-                    f"{self}: cannot drop axis {d} of length {x.type.shape[d]} from shape "
-                    f"{shape_str(x.type.shape)}"
-                )
-        shape = tuple(1 if d == "x" else x.type.shape[d] for d in self.new_order)
-        return Apply(self, [x], [x.type.clone(shape=shape)])
+    def make_node(self, g, shp):
+        g, shp = as_tensor(g), as_tensor(shp)
+        if shp.ndim != 1 or shp.type.shape[0] not in (None, g.ndim):
+            raise ValueError(f"{self}: shape vector of type {shp.type} for an input of ndim "
+                             f"{g.ndim}")
+        if len(self.static_shape) != g.ndim:
+            raise ValueError(f"{self}: static shape {self.static_shape} for ndim {g.ndim}")
+        return Apply(self, [g, shp], [TensorType(g.dtype, self.static_shape)])
 
     def perform(self, node, inputs, outputs):
-        (x,) = inputs
-        for d in self.dropped:
-            if x.shape[d] != 1:
-                raise ValueError(
-                    f"{self}: cannot drop axis {d} of length {x.shape[d]} (shape {x.shape})")
-        res = x.reshape([x.shape[d] for d in range(x.ndim) if d not in self.dropped]) \
-            if self.dropped else x
-        order = [sorted(self.kept).index(d) for d in self.kept]
-        res = res.transpose(order)
-        res = res.reshape(tuple(1 if d == "x" else x.shape[d] for d in self.new_order))
-        outputs[0][0] = res
+        g, shp = inputs
+        axes = tuple(a for a, (n, m) in enumerate(zip(shp, g.shape)) if n == 1 and m != 1)
+        for a, (n, m) in enumerate(zip(shp, g.shape)):
+            if n != m and n != 1:
+                raise ValueError(f"{self}: cannot reduce shape {g.shape} to {tuple(shp)}")
+        out = g.sum(axis=axes, keepdims=True, dtype=g.dtype) if axes else g.copy()
+        outputs[0][0] = out
 
     def infer_shape(self, fgraph, node, input_shapes):
-        (shape,) = input_shapes
-        one = constant(1, "int64")
-        return [tuple(one if d == "x" else shape[d] for d in self.new_order)]
+        shp = node.inputs[1]  # (shp[a]: indexing builds on this module)
+        return [tuple(constant(s, _INT) if s is not None else shp[a]
+                      for a, s in enumerate(self.static_shape))]
 
     def L_op(self, inputs, outputs, output_grads):
-        from verglas.ops import reduce as r
-
-        (g,) = output_grads
-        if self.inserted:
-            g = r.sum(g, self.inserted)
-        # now g has axes self.kept in that order; put them back and re-insert dropped axes
-        order = []
-        for d in range(self.input_ndim):
-            order.append("x" if d in self.dropped else self.kept.index(d))
-        return [dimshuffle(g, order)]
+        g, _ = inputs
+        return [elemwise(Second(), g, output_grads[0]), None]  # second(g, output_grad)
 
 
-def dimshuffle(x, order) -> Variable:
-    """`x` with its axes rearranged by `order` (ints and 'x' for new length-1 axes)."""
-    x = as_tensor(x)
-    order = tuple(order)
-    if order == tuple(range(x.ndim)):
-        return x
-    return DimShuffle(x.ndim, order)(x)
+def sum_to_shape(g, shp, static_shape=None):
+    """`g` summed over the axes where run-time shape `shp` is 1 (gradient of broadcasting)."""
+    g = as_tensor(g)
+    if static_shape is None:
+        static_shape = (None,) * g.ndim
+    static_shape = tuple(s if s is not None else (1 if gs == 1 else None)
+                         for s, gs in zip(static_shape, g.type.shape))
+    return SumToShape(static_shape)(g, shp)
 
 
-def _normalize_axes(axes, ndim, op_name) -> tuple:
-    if isinstance(axes, (int, np.integer)):
-        axes = (axes,)
-    out = []
-    for a in axes:
-        a = int(a)
-        if not -ndim <= a < ndim:
-            raise ValueError(f"{op_name}: axis {a} is out of range for ndim {ndim}")
-        out.append(a % ndim)
-    if len(set(out)) != len(out):
-        raise ValueError(f"{op_name}: repeated axis in {tuple(axes)}")
-    return tuple(out)
-
-
-def transpose(x, axes=None) -> Variable:
-    """Permute the axes of `x` (reverse them by default)."""
-    x = as_tensor(x)
-    if axes is None:
-        axes = tuple(reversed(range(x.ndim)))
-    axes = _normalize_axes(axes, x.ndim, "transpose")
-    if sorted(axes) != list(range(x.ndim)):
-        raise ValueError(f"transpose: axes {axes} are not a permutation of {x.ndim} axes")
-    return dimshuffle(x, axes)
-
-
-def expand_dims(x, axis) -> Variable:
-    """Insert length-1 axes at positions `axis` of the result."""
-    x = as_tensor(x)
-    axis = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
-    out_ndim = x.ndim + len(axis)
-    axis = _normalize_axes(axis, out_ndim, "expand_dims")
-    order, it = [], iter(range(x.ndim))
-    for i in range(out_ndim):
-        order.append("x" if i in axis else next(it))
-    return dimshuffle(x, order)
-
-
-def squeeze(x, axis=None) -> Variable:
-    """Drop length-1 axes: `axis`, or by default every one (then every length must be static:
-    numpy's result would have a rank only known at run time)."""
-    x = as_tensor(x)
-    if axis is None:
-        if None in x.type.shape:
-            raise ValueError(f"squeeze: axis=None needs a static shape, got "
-                             f"{shape_str(x.type.shape)}: give the axes to drop")
-        axis = tuple(i for i, s in enumerate(x.type.shape) if s == 1)
-    axis = _normalize_axes(axis, x.ndim, "squeeze")
-    for a in axis:
-        if x.type.shape[a] not in (1, None):
-            raise ValueError(
-                f"squeeze: axis {a} has length {x.type.shape[a]} in shape "
-                f"{shape_str(x.type.shape)}")
-    return dimshuffle(x, [i for i in range(x.ndim) if i not in axis])
 
 
 def elemwise(scalar_op: ScalarOp, *args) -> Variable | list:

@@ -18,9 +18,11 @@ import numpy as np
 
 from verglas.graph.basic import Apply, Constant, Variable
 from verglas.graph.op import Op
-from verglas.ops.elemwise import (_weak_scalar, broadcast_static_shape, dimshuffle, shape_str,
-                                   sum_to)
-from verglas.ops.variable import as_tensor, constant, is_python_scalar
+from verglas.ops import math as m
+from verglas.ops.basic import (MakeVector, Shape, as_tensor, constant, dimshuffle, is_python_scalar,
+                               make_vector, shape_i, shape_str)
+from verglas.ops.elemwise import _weak_scalar, broadcast_static_shape, sum_to
+from verglas.ops.reduce import sum as vsum
 
 __all__ = ["Subtensor", "AdvancedSubtensor", "IncSubtensor", "AdvancedIncSubtensor", "getitem",
            "set_subtensor", "inc_subtensor"]
@@ -125,8 +127,6 @@ def _rename(op, exc, x_shape):
 
 def _slice_len(vars_, entry, n):
     """Symbolic length of slice `entry` over an axis of symbolic length `n` (numpy rules)."""
-    from verglas.ops import math as m
-
     comps = iter(vars_)
     start, stop, step = (m.cast(next(comps), _INT) if given else None for given in entry[1:])
 
@@ -206,12 +206,10 @@ class Subtensor(Op):
         return [tuple(d if s is None else constant(s, _INT) for d, s in zip(out, static))]
 
     def L_op(self, inputs, outputs, output_grads):
-        from verglas.ops.math import zeros_like
-
         x, *values = inputs
         if np.dtype(x.dtype).kind not in "fc":
             return [None] * len(inputs)
-        gx = IncSubtensor(self.idx_list, False)(zeros_like(x), output_grads[0], *values)
+        gx = IncSubtensor(self.idx_list, False)(m.zeros_like(x), output_grads[0], *values)
         return [gx] + [None] * len(values)
 
 
@@ -241,8 +239,8 @@ def _advanced_shape(op, x, pairs):
                 first_out = len(out)
             if v.dtype == "bool":
                 dims = x.type.shape[axis:axis + v.ndim]
-                for k, (d, m) in enumerate(zip(dims, v.type.shape)):
-                    if d is not None and m is not None and d != m:
+                for k, (d, b) in enumerate(zip(dims, v.type.shape)):
+                    if d is not None and b is not None and d != b:
                         raise IndexError(
                             f"{op}: boolean index of shape {shape_str(v.type.shape)} does not "
                             f"match the indexed axes {axis}..{axis + v.ndim - 1} of shape "
@@ -300,9 +298,6 @@ class AdvancedSubtensor(Op):
             raise _rename(self, exc, x.shape) from None
 
     def infer_shape(self, fgraph, node, input_shapes):
-        from verglas.ops import math as m
-        from verglas.ops.reduce import sum as vsum
-
         x, *values = node.inputs
         value_shapes = iter(input_shapes[1:])
         xshape, out, block, adv_pos, axis, first_out = input_shapes[0], [], [], [], 0, None
@@ -331,19 +326,16 @@ class AdvancedSubtensor(Op):
         return [tuple(d if s is None else constant(s, _INT) for d, s in zip(dims, static))]
 
     def L_op(self, inputs, outputs, output_grads):
-        from verglas.ops.math import zeros_like
-
         x, *values = inputs
         if np.dtype(x.dtype).kind not in "fc":
             return [None] * len(inputs)
-        gx = AdvancedIncSubtensor(self.idx_list, False)(zeros_like(x), output_grads[0], *values)
+        gx = AdvancedIncSubtensor(self.idx_list, False)(m.zeros_like(x), output_grads[0],
+                                                        *values)
         return [gx] + [None] * len(values)
 
 
 def _broadcast_dims(a: list, b: list) -> list:
     """numpy broadcasting of two symbolic shapes (lists of 0-d int64 variables)."""
-    from verglas.ops import math as m
-
     ndim = max(len(a), len(b))
     one = constant(1, _INT)
     a = [one] * (ndim - len(a)) + list(a)
@@ -538,8 +530,6 @@ def _parse_index(x, index):
 
 def getitem(x, index) -> Variable:
     """x[index] with numpy semantics (basic indexing is a view, advanced indexing a copy)."""
-    from verglas.ops.shape import MakeVector, Shape, make_vector, shape_i
-
     x = as_tensor(x)
     idx_list, values, advanced = _parse_index(x, index)
     if advanced:

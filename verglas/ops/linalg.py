@@ -7,9 +7,11 @@ import numpy as np
 from verglas.graph.basic import Apply, Variable
 from verglas.graph.op import Op
 from verglas.graph.types import TensorType
-from verglas.ops.elemwise import (broadcast_static_shape, dimshuffle, expand_dims, shape_str,
-                                  sum_to)
-from verglas.ops.variable import as_tensor
+from verglas.ops.basic import as_tensor, constant, dimshuffle, expand_dims, shape_i, shape_str
+from verglas.ops.elemwise import broadcast_static_shape, sum_to
+from verglas.ops.indexing import _broadcast_dims
+from verglas.ops.math import mul
+from verglas.ops.shape import reshape
 
 __all__ = ["MatMul", "matmul", "dot", "matmul_dtype"]
 
@@ -60,9 +62,6 @@ class MatMul(Op):
         outputs[0][0] = np.asarray(out, dtype=node.outputs[0].dtype)
 
     def infer_shape(self, fgraph, node, input_shapes):
-        from verglas.ops.indexing import _broadcast_dims
-        from verglas.ops.variable import constant
-
         sa, sb = input_shapes
         dims = _broadcast_dims(list(sa[:-2]), list(sb[:-2])) + [sa[-2], sb[-1]]
         static = node.outputs[0].type.shape
@@ -101,9 +100,6 @@ def matmul(a, b) -> Variable:
 def dot(a, b) -> Variable:
     """numpy.dot: a product with scalars, matmul for 1-d/2-d, a sum over the last axis of `a`
     and the second-to-last of `b` for n-d."""
-    from verglas.ops.math import mul
-    from verglas.ops.shape import reshape, shape_i
-
     a, b = as_tensor(a), as_tensor(b)
     if a.ndim == 0 or b.ndim == 0:
         return mul(a, b)

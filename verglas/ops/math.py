@@ -1,15 +1,17 @@
-"""User-facing elementwise functions (numpy names), built on Elemwise of scalar ops."""
+"""User-facing elementwise functions (numpy names), built on Elemwise of scalar ops, and the
+gradient of each scalar op (a tensor expression in these functions)."""
 
 from __future__ import annotations
 
 import builtins
+import math
 
 import numpy as np
 
 from verglas.graph.basic import Variable
 from verglas.ops import scalar as s
+from verglas.ops.basic import as_tensor, is_python_scalar
 from verglas.ops.elemwise import elemwise
-from verglas.ops.variable import as_tensor, is_python_scalar
 
 __all__ = [
     "add", "sub", "mul", "true_divide", "divide", "floor_divide", "mod", "power", "neg", "abs",
@@ -158,6 +160,153 @@ def zeros_like(x, dtype=None):
 def ones_like(x, dtype=None):
     """Ones with the shape of `x`."""
     return full_like(x, 1, dtype)
+
+
+# -- gradients of the scalar ops ------------------------------------------------------------------
+# A scalar op's gradient is a tensor expression in the functions above, so it is written here:
+# ScalarOp.grad calls its class's `grad_rule(op, inputs, outputs, output_grads)` and
+# Elemwise.L_op sums each result back to its input's shape. None: no gradient for that input.
+def _float_like(g, x):
+    """`g` as the gradient of `x`: None for integer/bool inputs."""
+    return g if np.dtype(x.dtype).kind in "fc" else None
+
+
+def _rule(*ops):
+    """Decorator: the function is the gradient rule of the scalar op classes `ops`."""
+
+    def register(rule):
+        for op in ops:
+            op.grad_rule = rule
+        return rule
+
+    return register
+
+
+@_rule(s.Isnan, s.Isinf, s.Invert, s.Real, s.Imag, s.Conj)
+def _unary_not_differentiable(op, inputs, outputs, gz):
+    return [None]
+
+
+@_rule(s.FloorDiv, s.Lt, s.Le, s.Gt, s.Ge, s.Eq, s.Neq, s.And, s.Or, s.Xor, s.LeftShift,
+       s.RightShift)
+def _binary_not_differentiable(op, inputs, outputs, gz):
+    return [None, None]
+
+
+@_rule(s.Neg)
+def _neg_grad(op, inputs, outputs, gz):
+    return [_float_like(-gz[0], inputs[0])]
+
+
+@_rule(s.Abs)
+def _abs_grad(op, inputs, outputs, gz):
+    return [_float_like(gz[0] * sign(inputs[0]), inputs[0])]
+
+
+@_rule(s.Sign, s.Floor, s.Ceil)
+def _piecewise_constant_grad(op, inputs, outputs, gz):
+    return [_float_like(zeros_like(inputs[0]), inputs[0])]
+
+
+@_rule(s.Identity)
+def _identity_grad(op, inputs, outputs, gz):
+    return [_float_like(gz[0], inputs[0])]
+
+
+@_rule(s.Cast)
+def _cast_grad(op, inputs, outputs, gz):
+    (x,) = inputs
+    if np.dtype(x.dtype).kind not in "fc" or np.dtype(op.dtype).kind not in "fc":
+        return [None]
+    return [cast(gz[0], x.dtype)]
+
+
+_FLOAT_UNARY = {  # float unary ops: the gradient from the input x, the output y and its gradient g
+    s.Exp: lambda x, y, g: g * y,
+    s.Log: lambda x, y, g: g / x,
+    s.Log1p: lambda x, y, g: g / (1 + x),
+    s.Expm1: lambda x, y, g: g * (y + 1),
+    s.Sqrt: lambda x, y, g: g / (2 * y),
+    s.Sin: lambda x, y, g: g * cos(x),
+    s.Cos: lambda x, y, g: -g * sin(x),
+    s.Tan: lambda x, y, g: g * (1 + y * y),
+    s.Tanh: lambda x, y, g: g * (1 - y * y),
+    s.Sigmoid: lambda x, y, g: g * y * (1 - y),
+    s.Softplus: lambda x, y, g: g * sigmoid(x),
+    s.Erf: lambda x, y, g: g * (2 / math.sqrt(math.pi)) * exp(-x * x),
+    s.Sqr: lambda x, y, g: g * 2 * x,
+    s.Reciprocal: lambda x, y, g: -g * y * y,
+}
+
+
+@_rule(*_FLOAT_UNARY)
+def _float_unary_grad(op, inputs, outputs, gz):
+    (x,), (y,), (g,) = inputs, outputs, gz
+    if np.dtype(x.dtype).kind not in "fc":
+        return [None]
+    return [_FLOAT_UNARY[type(op)](x, y, g)]
+
+
+def _pow_grad(x, y, z, g):
+    gx = g * y * power(x, y - 1)
+    gy = g * z * log(where(eq(x, 0), 1, x)) if np.dtype(y.dtype).kind in "fc" else None
+    return gx, gy
+
+
+def _maximum_grad(x, y, z, g):
+    # ties share the gradient equally, as JAX does
+    wx = where(gt(x, y), 1.0, where(eq(x, y), 0.5, 0.0))
+    return g * wx, g * (1 - wx)
+
+
+def _minimum_grad(x, y, z, g):
+    wx = where(lt(x, y), 1.0, where(eq(x, y), 0.5, 0.0))
+    return g * wx, g * (1 - wx)
+
+
+_BINARY = {  # binary ops: (gradient of x, of y) from x, y, the output z and its gradient g
+    s.Add: lambda x, y, z, g: (g, g),
+    s.Sub: lambda x, y, z, g: (g, -g),
+    s.Mul: lambda x, y, z, g: (g * y, g * x),
+    s.TrueDiv: lambda x, y, z, g: (g / y, -g * z / y),
+    s.Mod: lambda x, y, z, g: (g, -g * floor_divide(x, y)),
+    s.Pow: _pow_grad,
+    s.Maximum: _maximum_grad,
+    s.Minimum: _minimum_grad,
+}
+
+
+@_rule(*_BINARY)
+def _binary_grad(op, inputs, outputs, gz):
+    (x, y), (z,), (g,) = inputs, outputs, gz
+    gx, gy = _BINARY[type(op)](x, y, z, g)
+    return [_float_like(gx, x) if gx is not None else None,
+            _float_like(gy, y) if gy is not None else None]
+
+
+@_rule(s.Switch)
+def _switch_grad(op, inputs, outputs, gz):
+    c, a, b = inputs
+    (g,) = gz
+    zero = zeros_like(g)
+    return [None, _float_like(where(c, g, zero), a), _float_like(where(c, zero, g), b)]
+
+
+@_rule(s.Clip)
+def _clip_grad(op, inputs, outputs, gz):
+    x, lo, hi = inputs
+    (g,) = gz
+    zero = zeros_like(g)
+    below, above = lt(x, lo), gt(maximum(x, lo), hi)
+    inside = logical_not(logical_or(below, above))
+    return [_float_like(where(inside, g, zero), x),
+            _float_like(where(logical_and(below, logical_not(above)), g, zero), lo),
+            _float_like(where(above, g, zero), hi)]
+
+
+@_rule(s.Second)
+def _second_grad(op, inputs, outputs, gz):
+    return [None, _float_like(gz[0], inputs[1])]
 
 
 _ = builtins

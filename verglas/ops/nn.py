@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from verglas.graph.basic import Variable
 from verglas.ops import math as m
+from verglas.ops.basic import as_tensor, normalize_axis, squeeze
 from verglas.ops.reduce import Max
-from verglas.ops.reduce import normalize_axis
 from verglas.ops.reduce import sum as vsum
-from verglas.ops.variable import as_tensor
 
 __all__ = ["softmax", "log_softmax", "logsumexp"]
 
@@ -34,8 +33,6 @@ def logsumexp(x, axis=None, keepdims: bool = False) -> Variable:
     total = vsum(m.exp(x - shift), axes, keepdims=True)
     out = m.log(total) + shift
     if not keepdims:
-        from verglas.ops.elemwise import squeeze
-
         out = squeeze(out, axes)
     return out
 

@@ -12,9 +12,12 @@ import numpy as np
 from verglas.graph.basic import Apply, Constant, Variable
 from verglas.graph.frozen import FrozenFunctionGraph, freeze
 from verglas.graph.op import Op
+from verglas.graph.reference import ReferenceRunner
 from verglas.graph.traversal import toposort
 from verglas.graph.types import TensorType
-from verglas.ops.variable import as_tensor, constant
+from verglas.ops.autodiff import vjp
+from verglas.ops.basic import as_tensor, constant, shape_i
+from verglas.ops.math import cast
 
 __all__ = ["OpFromGraph", "inline_ofg", "rebuild_graph", "infer_shapes", "connection_pattern",
            "run_inner"]
@@ -52,8 +55,6 @@ def _shape_entry(value):
 
 
 def _read_shape(var: Variable) -> tuple:
-    from verglas.ops.shape import shape_i
-
     if isinstance(var, Constant):
         return tuple(constant(d, "int64") for d in var.data.shape)
     return tuple(shape_i(var, d) for d in range(var.type.ndim))
@@ -80,8 +81,6 @@ def run_inner(op, inputs: list) -> list:
     """Run `op.fgraph` on numpy `inputs` with a ReferenceRunner cached on the op."""
     runner = op.__dict__.get("_runner")
     if runner is None:
-        from verglas.reference import ReferenceRunner
-
         runner = op.__dict__["_runner"] = ReferenceRunner(op.fgraph)
     return runner(inputs)
 
@@ -138,6 +137,10 @@ class OpFromGraph(Op):
         self.output_types = tuple(v.type for v in fgraph.outputs)
         self.connection_pattern = connection_pattern(fgraph)
 
+    @property
+    def inner_graph(self) -> FrozenFunctionGraph:
+        return self.fgraph
+
     def replace(self, **changes) -> OpFromGraph:
         """This op with `fgraph` and/or `inline` changed (self when nothing changes)."""
         fgraph = changes.pop("fgraph", self.fgraph)
@@ -192,8 +195,6 @@ class OpFromGraph(Op):
         grad_op, wrt, seeded = self._gradient()
         if grad_op is None:
             return [None] * len(inputs)
-        from verglas.ops.math import cast
-
         cotangents = [output_grads[j] if output_grads[j].dtype == self.output_types[j].dtype
                       else cast(output_grads[j], self.output_types[j].dtype) for j in seeded]
         grads = grad_op(*inputs, *cotangents)
@@ -212,8 +213,6 @@ class OpFromGraph(Op):
         cached = self.__dict__.get("_grad")
         if cached is not None:
             return cached
-        from verglas.grad import vjp
-
         xs = [t.make_variable(f"x{i}") for i, t in enumerate(self.input_types)]
         outs = rebuild_graph(self.fgraph, xs)
         seeded = tuple(j for j, t in enumerate(self.output_types) if _is_float(t))

@@ -10,33 +10,14 @@ import numpy as np
 from verglas.graph.basic import Apply, Variable
 from verglas.graph.op import Op
 from verglas.graph.types import TensorType
-from verglas.ops.elemwise import expand_dims, shape_str
-from verglas.ops.variable import as_tensor, constant
+from verglas.ops import math as m
+from verglas.ops.basic import as_tensor, constant, expand_dims, normalize_axis, shape_i, shape_str
 
 __all__ = ["Reduce", "Sum", "Prod", "Max", "Min", "Any", "All", "Argmax", "Argmin", "CumSum",
            "sum", "prod", "max", "min", "any", "all", "argmax", "argmin", "mean", "var", "std",
-           "cumsum", "normalize_axis"]
+           "cumsum"]
 
 _INT = "int64"
-
-
-def normalize_axis(axis, ndim: int, op_name: str) -> tuple[int, ...]:
-    """`axis` (None, int or tuple, negatives allowed) as a sorted tuple of axes in [0, ndim)."""
-    if axis is None:
-        return tuple(range(ndim))
-    if isinstance(axis, Variable):
-        raise TypeError(f"{op_name}: axis must be a Python int or tuple, not symbolic {axis!r}")
-    axes = (axis,) if not isinstance(axis, (tuple, list)) else tuple(axis)
-    out = []
-    for a in axes:
-        if isinstance(a, bool) or not isinstance(a, (int, np.integer)):
-            raise TypeError(f"{op_name}: axis {a!r} is not an integer")
-        if not -ndim <= a < ndim:
-            raise ValueError(f"{op_name}: axis {a} is out of range for an input of ndim {ndim}")
-        out.append(int(a) % ndim)
-    if len(set(out)) != len(out):
-        raise ValueError(f"{op_name}: repeated axis in {axes}")
-    return tuple(sorted(out))
 
 
 def _reduced_shape(shape, axes, keepdims):
@@ -122,12 +103,10 @@ class Sum(Reduce):
         outputs[0][0] = np.asarray(out, dtype=node.outputs[0].dtype)
 
     def L_op(self, inputs, outputs, output_grads):
-        from verglas.ops.math import second
-
         (x,), (g,) = inputs, output_grads
         if not _is_float(x.dtype):
             return [None]
-        return [second(x, self._keep(g).astype(x.dtype))]
+        return [m.second(x, self._keep(g).astype(x.dtype))]
 
 
 class Prod(Reduce):
@@ -144,8 +123,6 @@ class Prod(Reduce):
         outputs[0][0] = np.asarray(out, dtype=node.outputs[0].dtype)
 
     def L_op(self, inputs, outputs, output_grads):
-        from verglas.ops import math as m
-
         (x,), (g,) = inputs, output_grads
         if not _is_float(x.dtype):
             return [None]
@@ -203,8 +180,6 @@ class _Extremum(Reduce):
         return info.max if largest else info.min
 
     def L_op(self, inputs, outputs, output_grads):
-        from verglas.ops import math as m
-
         (x,), (out,), (g,) = inputs, outputs, output_grads
         if not _is_float(x.dtype):
             return [None]
@@ -335,18 +310,16 @@ class CumSum(Op):
         return [tuple(shape)]
 
     def L_op(self, inputs, outputs, output_grads):
-        from verglas.ops.indexing import getitem
-        from verglas.ops.shape import reshape
-
         (x,), (g,) = inputs, output_grads
         if not _is_float(x.dtype):
             return [None]
         # the gradient of a cumulative sum is the reversed cumulative sum of the gradient
+        # (indexing and reshape build on this module: the variables' methods reach them)
         axis = 0 if self.axis is None else self.axis
         flip = (slice(None),) * axis + (slice(None, None, -1),)
-        rev = getitem(CumSum(axis)(getitem(g, flip)), flip)
+        rev = CumSum(axis)(g[flip])[flip]
         if self.axis is None:
-            rev = reshape(rev, x.shape)
+            rev = rev.reshape(x.shape)
         return [rev.astype(x.dtype)]
 
 
@@ -407,16 +380,13 @@ def argmin(x, axis=None, keepdims: bool = False) -> Variable:
 
 def _count(x, axes, dtype):
     """Number of elements over `axes` of `x`, as a 0-d of `dtype` (a constant when static)."""
-    from verglas.ops.math import cast
-    from verglas.ops.shape import shape_i
-
     dims = [x.type.shape[a] for a in axes]
     if builtins.all(d is not None for d in dims):
         return constant(np.asarray(int(np.prod(dims, dtype=_INT)), dtype=dtype))
     n = constant(1, _INT)
     for a in axes:
         n = n * shape_i(x, a)
-    return cast(n, dtype)
+    return m.cast(n, dtype)
 
 
 def _mean_dtype(dtype: str) -> str:
@@ -434,24 +404,18 @@ def mean(x, axis=None, keepdims: bool = False) -> Variable:
 
 def var(x, axis=None, keepdims: bool = False) -> Variable:
     """Variance (ddof=0) over `axis`."""
-    from verglas.ops.math import sqr
-
     x = as_tensor(x)
     axes = normalize_axis(axis, x.ndim, "var")
     xf = x if _is_float(x.dtype) else x.astype("float64")
     centered = xf - mean(xf, axes, keepdims=True)
     if np.dtype(xf.dtype).kind == "c":  # |x - mean|**2 = re**2 + im**2, a real variance
-        from verglas.ops.math import imag, real
-
-        return mean(sqr(real(centered)) + sqr(imag(centered)), axes, keepdims)
-    return mean(sqr(centered), axes, keepdims)
+        return mean(m.sqr(m.real(centered)) + m.sqr(m.imag(centered)), axes, keepdims)
+    return mean(m.sqr(centered), axes, keepdims)
 
 
 def std(x, axis=None, keepdims: bool = False) -> Variable:
     """Standard deviation (ddof=0) over `axis`."""
-    from verglas.ops.math import sqrt
-
-    return sqrt(var(x, axis, keepdims))
+    return m.sqrt(var(x, axis, keepdims))
 
 
 def cumsum(x, axis=None) -> Variable:

@@ -2,7 +2,8 @@
 source compiles under numba CPU and numba.cuda) plus the numpy function that is the reference.
 
 A scalar op knows its output dtypes (numpy 2 rules, derived from the numpy function on empty
-arrays) and its gradient, written with tensor functions (Elemwise lifts it to arrays).
+arrays). Its gradient is a tensor expression, so it is written in math.py next to the tensor
+functions it uses (`grad_rule`); Elemwise.L_op sums it back to each input's shape.
 """
 
 from __future__ import annotations
@@ -65,9 +66,14 @@ class ScalarOp(Op):
             out = self.nfunc(*arrays)
         return out if isinstance(out, tuple) else (out,)
 
+    # (op, inputs, outputs, output_grads) -> one gradient or None per input, set by math.py
+    grad_rule = None
+
     def grad(self, inputs, outputs, output_grads):
         """Gradients as tensor expressions; None where not differentiable."""
-        raise NotImplementedError(f"{self.name} has no gradient")
+        if self.grad_rule is None:
+            raise NotImplementedError(f"{self.name} has no gradient")
+        return self.grad_rule(inputs, outputs, output_grads)
 
     def __repr__(self):
         return self.name if not self.__props__ else super().__repr__()
@@ -109,18 +115,6 @@ def _class_name(name: str) -> str:
     return "".join(part.capitalize() for part in name.strip("_").split("_"))
 
 
-def _tensor_funcs():
-    # Gradients are built with the tensor functions, imported late (they build on Elemwise).
-    from verglas.ops import math as m
-
-    return m
-
-
-def _float_like(g, x):
-    """`g` as the gradient of `x`: zero-size None for integer/bool inputs."""
-    return g if np.dtype(x.dtype).kind in "fc" else None
-
-
 # -- unary ---------------------------------------------------------------------------------------
 class UnaryScalarOp(ScalarOp):
     nin = 1
@@ -136,9 +130,6 @@ class Neg(UnaryScalarOp):
     def nfunc(self, x):
         return np.negative(x)  # numpy refuses bools (TypeError): so do we
 
-    def grad(self, inputs, outputs, gz):
-        return [_float_like(-gz[0], inputs[0])]
-
 
 @_register
 class Abs(UnaryScalarOp):
@@ -147,10 +138,6 @@ class Abs(UnaryScalarOp):
 
     def nfunc(self, x):
         return np.abs(x)
-
-    def grad(self, inputs, outputs, gz):
-        m = _tensor_funcs()
-        return [_float_like(gz[0] * m.sign(inputs[0]), inputs[0])]
 
 
 @_register
@@ -161,27 +148,13 @@ class Sign(UnaryScalarOp):
     def nfunc(self, x):
         return np.sign(x)  # numpy refuses bools (TypeError): so do we
 
-    def grad(self, inputs, outputs, gz):
-        m = _tensor_funcs()
-        return [_float_like(m.zeros_like(inputs[0]), inputs[0])]
 
-
-def _unary_float(name, nfunc, impl, grad=None):
+def _unary_float(name, nfunc, impl):
     """Define a float unary op whose result dtype follows numpy (ints -> floats)."""
-
-    def _grad(self, inputs, outputs, gz):
-        if grad is None:
-            raise NotImplementedError(f"{name} has no gradient")
-        (x,), (y,), (g,) = inputs, outputs, gz
-        if np.dtype(x.dtype).kind not in "fc":
-            return [None]
-        return [grad(_tensor_funcs(), x, y, g)]
-
     cls = type(_class_name(name), (UnaryScalarOp,), {
         "op_name": name,
         **_impl_attrs(impl, 1),
         "nfunc": lambda self, x, _f=nfunc: _f(x),
-        "grad": _grad,
         "__module__": __name__,
         "__qualname__": _class_name(name),
     })
@@ -230,30 +203,21 @@ def _np_erf_typed(x):
     return np.asarray(_np_erf(x.astype(dt))).astype(dt)
 
 
-Exp = _unary_float("exp", np.exp, "math.exp(x)", lambda m, x, y, g: g * y)
-Log = _unary_float("log", np.log, "(math.log(x) if x > 0 else (-math.inf if x == 0 else math.nan))",
-    lambda m, x, y, g: g / x)
+Exp = _unary_float("exp", np.exp, "math.exp(x)")
+Log = _unary_float("log", np.log, "(math.log(x) if x > 0 else (-math.inf if x == 0 else math.nan))")
 Log1p = _unary_float("log1p", np.log1p,
-                     "(math.log1p(x) if x > -1 else (-math.inf if x == -1 else math.nan))",
-    lambda m, x, y, g: g / (1 + x))
-Expm1 = _unary_float("expm1", np.expm1, "math.expm1(x)", lambda m, x, y, g: g * (y + 1))
-Sqrt = _unary_float("sqrt", np.sqrt, "(math.sqrt(x) if x >= 0 else math.nan)",
-                    lambda m, x, y, g: g / (2 * y))
-Sin = _unary_float("sin", np.sin, "math.sin(x)", lambda m, x, y, g: g * m.cos(x))
-Cos = _unary_float("cos", np.cos, "math.cos(x)", lambda m, x, y, g: -g * m.sin(x))
-Tan = _unary_float("tan", np.tan, "math.tan(x)",
-                   lambda m, x, y, g: g * (1 + y * y))
-Tanh = _unary_float("tanh", np.tanh, "math.tanh(x)",
-                    lambda m, x, y, g: g * (1 - y * y))
-Sigmoid = _unary_float("sigmoid", _np_sigmoid, _sigmoid_impl,
-                       lambda m, x, y, g: g * y * (1 - y))
-Softplus = _unary_float("softplus", _np_softplus, _softplus_impl,
-                        lambda m, x, y, g: g * m.sigmoid(x))
-Erf = _unary_float("erf", _np_erf_typed, "math.erf(x)",
-                   lambda m, x, y, g: g * (2 / math.sqrt(math.pi)) * m.exp(-x * x))
-Sqr = _unary_float("sqr", np.square, "x * x", lambda m, x, y, g: g * 2 * x)
-Reciprocal = _unary_float("reciprocal", lambda x: np.divide(1, x), "1.0 / x",
-                          lambda m, x, y, g: -g * y * y)
+                     "(math.log1p(x) if x > -1 else (-math.inf if x == -1 else math.nan))")
+Expm1 = _unary_float("expm1", np.expm1, "math.expm1(x)")
+Sqrt = _unary_float("sqrt", np.sqrt, "(math.sqrt(x) if x >= 0 else math.nan)")
+Sin = _unary_float("sin", np.sin, "math.sin(x)")
+Cos = _unary_float("cos", np.cos, "math.cos(x)")
+Tan = _unary_float("tan", np.tan, "math.tan(x)")
+Tanh = _unary_float("tanh", np.tanh, "math.tanh(x)")
+Sigmoid = _unary_float("sigmoid", _np_sigmoid, _sigmoid_impl)
+Softplus = _unary_float("softplus", _np_softplus, _softplus_impl)
+Erf = _unary_float("erf", _np_erf_typed, "math.erf(x)")
+Sqr = _unary_float("sqr", np.square, "x * x")
+Reciprocal = _unary_float("reciprocal", lambda x: np.divide(1, x), "1.0 / x")
 
 
 def _rounding(name, nfunc, impl):
@@ -261,8 +225,6 @@ def _rounding(name, nfunc, impl):
         "op_name": name,
         **_impl_attrs(impl, 1),
         "nfunc": lambda self, x, _f=nfunc: _f(x),  # numpy 2: ints and bools keep their dtype
-        "grad": lambda self, inputs, outputs, gz: [
-            _float_like(_tensor_funcs().zeros_like(inputs[0]), inputs[0])],
         "__module__": __name__,
         "__qualname__": _class_name(name),
     })
@@ -283,7 +245,6 @@ def _predicate(name, nfunc, impl):
         "op_name": name,
         **_impl_attrs(impl, 1),
         "nfunc": lambda self, x, _f=nfunc: _f(x),
-        "grad": lambda self, inputs, outputs, gz: [None],
         "__module__": __name__,
         "__qualname__": _class_name(name),
     })
@@ -306,9 +267,6 @@ class Identity(UnaryScalarOp):
 
     def nfunc(self, x):
         return x.copy()
-
-    def grad(self, inputs, outputs, gz):
-        return [_float_like(gz[0], inputs[0])]
 
 
 @_register
@@ -335,33 +293,18 @@ class Cast(UnaryScalarOp):
     def output_dtypes(self, *dtypes):
         return (self.dtype,)
 
-    def grad(self, inputs, outputs, gz):
-        (x,) = inputs
-        if np.dtype(x.dtype).kind not in "fc" or np.dtype(self.dtype).kind not in "fc":
-            return [None]
-        return [gz[0].astype(x.dtype)]
-
 
 # -- binary --------------------------------------------------------------------------------------
 class BinaryScalarOp(ScalarOp):
     nin = 2
 
 
-def _binary(name, nfunc, impl, grad=None, symbol="", commutative=False, associative=False,
+def _binary(name, nfunc, impl, symbol="", commutative=False, associative=False,
             comparison=False, ufunc=None):
-    def _grad(self, inputs, outputs, gz):
-        if grad is None:
-            return [None, None]
-        (x, y), (z,), (g,) = inputs, outputs, gz
-        gx, gy = grad(_tensor_funcs(), x, y, z, g)
-        return [_float_like(gx, x) if gx is not None else None,
-                _float_like(gy, y) if gy is not None else None]
-
     cls = type(_class_name(name), (BinaryScalarOp,), {
         "op_name": name,
         **_impl_attrs(impl, 2),
         "nfunc": lambda self, x, y, _f=nfunc: _f(x, y),
-        "grad": _grad,
         "symbol": symbol,
         "commutative": commutative,
         "associative": associative,
@@ -391,55 +334,32 @@ def _pow_impl(x, y):
     return x ** y
 
 
-def _pow_grad(m, x, y, z, g):
-    gx = g * y * m.power(x, y - 1)
-    gy = g * z * m.log(m.where(m.eq(x, 0), 1, x)) if np.dtype(y.dtype).kind in "fc" else None
-    return gx, gy
-
-
-def _maximum_grad(m, x, y, z, g):
-    # ties share the gradient equally, as JAX does
-    wx = m.where(m.gt(x, y), 1.0, m.where(m.eq(x, y), 0.5, 0.0))
-    return g * wx, g * (1 - wx)
-
-
-def _minimum_grad(m, x, y, z, g):
-    wx = m.where(m.lt(x, y), 1.0, m.where(m.eq(x, y), 0.5, 0.0))
-    return g * wx, g * (1 - wx)
-
-
-Add = _binary("add", _np_add, "x + y", lambda m, x, y, z, g: (g, g), "+", True, True,
-              ufunc=np.add)
-Sub = _binary("sub", np.subtract, "x - y", lambda m, x, y, z, g: (g, -g), "-")
-Mul = _binary("mul", _np_mul, "x * y", lambda m, x, y, z, g: (g * y, g * x), "*",
-              True, True, ufunc=np.multiply)
-TrueDiv = _binary("true_div", np.true_divide, "x / y",
-                  lambda m, x, y, z, g: (g / y, -g * z / y), "/")
-FloorDiv = _binary("floor_div", np.floor_divide, "x // y", None, "//")
-Mod = _binary("mod", np.remainder, "x % y",
-              lambda m, x, y, z, g: (g, -g * m.floor_divide(x, y)), "%")
-Pow = _binary("pow", _np_pow, _pow_impl, _pow_grad, "**", ufunc=np.power)
+Add = _binary("add", _np_add, "x + y", "+", True, True, ufunc=np.add)
+Sub = _binary("sub", np.subtract, "x - y", "-")
+Mul = _binary("mul", _np_mul, "x * y", "*", True, True, ufunc=np.multiply)
+TrueDiv = _binary("true_div", np.true_divide, "x / y", "/")
+FloorDiv = _binary("floor_div", np.floor_divide, "x // y", "//")
+Mod = _binary("mod", np.remainder, "x % y", "%")
+Pow = _binary("pow", _np_pow, _pow_impl, "**", ufunc=np.power)
 # numpy's maximum/minimum: NaN propagates, and a tie gives the second operand (maximum(-0.0,
 # 0.0) is 0.0, maximum(0.0, -0.0) is -0.0)
-Maximum = _binary("maximum", np.maximum, "(x if (x > y or x != x) else y)", _maximum_grad, "",
-                  True, True)
-Minimum = _binary("minimum", np.minimum, "(x if (x < y or x != x) else y)", _minimum_grad, "",
-                  True, True)
-Lt = _binary("lt", np.less, "x < y", None, "<", comparison=True)
-Le = _binary("le", np.less_equal, "x <= y", None, "<=", comparison=True)
-Gt = _binary("gt", np.greater, "x > y", None, ">", comparison=True)
-Ge = _binary("ge", np.greater_equal, "x >= y", None, ">=", comparison=True)
-Eq = _binary("eq", np.equal, "x == y", None, "==", True, comparison=True)
-Neq = _binary("neq", np.not_equal, "x != y", None, "!=", True, comparison=True)
-And = _binary("and_", np.bitwise_and, "x & y", None, "&", True, True)
-Or = _binary("or_", np.bitwise_or, "x | y", None, "|", True, True)
-Xor = _binary("xor", np.bitwise_xor, "x ^ y", None, "^", True, True)
+Maximum = _binary("maximum", np.maximum, "(x if (x > y or x != x) else y)", "", True, True)
+Minimum = _binary("minimum", np.minimum, "(x if (x < y or x != x) else y)", "", True, True)
+Lt = _binary("lt", np.less, "x < y", "<", comparison=True)
+Le = _binary("le", np.less_equal, "x <= y", "<=", comparison=True)
+Gt = _binary("gt", np.greater, "x > y", ">", comparison=True)
+Ge = _binary("ge", np.greater_equal, "x >= y", ">=", comparison=True)
+Eq = _binary("eq", np.equal, "x == y", "==", True, comparison=True)
+Neq = _binary("neq", np.not_equal, "x != y", "!=", True, comparison=True)
+And = _binary("and_", np.bitwise_and, "x & y", "&", True, True)
+Or = _binary("or_", np.bitwise_or, "x | y", "|", True, True)
+Xor = _binary("xor", np.bitwise_xor, "x ^ y", "^", True, True)
 # numpy shifts by the amount as unsigned: a shift by the bit width or more (or by a negative
 # amount) gives 0, or -1 for negative values shifted right (LLVM's shl/ashr give poison there)
 LeftShift = _binary("left_shift", np.left_shift, "((x << y) if y >= 0 and y < 64 else 0)",
-                    None, "<<", ufunc=np.left_shift)
+                    "<<", ufunc=np.left_shift)
 RightShift = _binary("right_shift", np.right_shift,
-                     "((x >> y) if y >= 0 and y < 64 else (-1 if x < 0 else 0))", None, ">>",
+                     "((x >> y) if y >= 0 and y < 64 else (-1 if x < 0 else 0))", ">>",
                      ufunc=np.right_shift)
 
 
@@ -460,13 +380,6 @@ class Switch(ScalarOp):
     def output_dtypes(self, c, a, b):
         return (np.result_type(a, b).name,)
 
-    def grad(self, inputs, outputs, gz):
-        m = _tensor_funcs()
-        c, a, b = inputs
-        (g,) = gz
-        zero = m.zeros_like(g)
-        return [None, _float_like(m.where(c, g, zero), a), _float_like(m.where(c, zero, g), b)]
-
 
 def _clip_lower(x, y):
     return f"({y} if ({x} < {y} or {y} != {y}) else {x})"
@@ -485,17 +398,6 @@ class Clip(ScalarOp):
     def nfunc(self, x, lo, hi):
         return np.clip(x, lo, hi)
 
-    def grad(self, inputs, outputs, gz):
-        m = _tensor_funcs()
-        x, lo, hi = inputs
-        (g,) = gz
-        zero = m.zeros_like(g)
-        below, above = m.lt(x, lo), m.gt(m.maximum(x, lo), hi)
-        inside = m.logical_not(m.logical_or(below, above))
-        return [_float_like(m.where(inside, g, zero), x),
-                _float_like(m.where(m.logical_and(below, m.logical_not(above)), g, zero), lo),
-                _float_like(m.where(above, g, zero), hi)]
-
 
 @_register
 class Second(ScalarOp):
@@ -511,6 +413,3 @@ class Second(ScalarOp):
 
     def output_dtypes(self, x, y):
         return (y,)
-
-    def grad(self, inputs, outputs, gz):
-        return [None, _float_like(gz[0], inputs[1])]

@@ -1,5 +1,6 @@
-"""Shape ops: reading shapes (Shape, ShapeI), building shape vectors (MakeVector) and summing a
-broadcast gradient back to a run-time shape (SumToShape)."""
+"""Arrays of a new shape: Reshape (reshape), Alloc (broadcast_to, full, zeros, ones) and ARange.
+
+(Reading shapes, Shape / ShapeI / MakeVector, and joining, Join, are in basic.py.)"""
 
 from __future__ import annotations
 
@@ -8,167 +9,15 @@ import numpy as np
 from verglas.graph.basic import Apply, Constant, Variable
 from verglas.graph.op import Op
 from verglas.graph.types import TensorType
-from verglas.ops.variable import as_tensor, constant
+from verglas.ops import math as m
+from verglas.ops.basic import MakeVector, Shape, as_tensor, constant, make_vector, shape, shape_str
+from verglas.ops.elemwise import sum_to
+from verglas.ops.indexing import getitem
 
-__all__ = ["Shape", "ShapeI", "MakeVector", "SumToShape", "shape", "shape_i", "make_vector",
-           "sum_to_shape", "Reshape", "Alloc", "Join", "ARange", "reshape", "alloc",
-           "broadcast_to", "full", "zeros", "ones", "concatenate", "stack", "arange"]
+__all__ = ["Reshape", "Alloc", "ARange", "reshape", "alloc", "broadcast_to", "full", "zeros",
+           "ones", "arange"]
 
 _INT = "int64"
-
-
-class Shape(Op):
-    """The shape of `x` as an int64 vector."""
-
-    def make_node(self, x):
-        x = as_tensor(x)
-        return Apply(self, [x], [TensorType(_INT, (x.ndim,))])
-
-    def perform(self, node, inputs, outputs):
-        outputs[0][0] = np.array(inputs[0].shape, dtype=_INT)
-
-    def infer_shape(self, fgraph, node, input_shapes):
-        return [(constant(node.inputs[0].ndim, _INT),)]
-
-    def L_op(self, inputs, outputs, output_grads):
-        return [None]
-
-
-class ShapeI(Op):
-    """Length of axis `i` of `x`, as a 0-d int64."""
-
-    __props__ = ("i",)
-
-    def __init__(self, i: int):
-        self.i = int(i)
-
-    def make_node(self, x):
-        x = as_tensor(x)
-        if not 0 <= self.i < x.ndim:
-            raise ValueError(f"{self}: axis {self.i} out of range for ndim {x.ndim}")
-        return Apply(self, [x], [TensorType(_INT, ())])
-
-    def perform(self, node, inputs, outputs):
-        outputs[0][0] = np.array(inputs[0].shape[self.i], dtype=_INT)
-
-    def infer_shape(self, fgraph, node, input_shapes):
-        return [()]
-
-    def L_op(self, inputs, outputs, output_grads):
-        return [None]
-
-
-class MakeVector(Op):
-    """A vector made of 0-d inputs of one dtype."""
-
-    __props__ = ("dtype",)
-
-    def __init__(self, dtype=_INT):
-        self.dtype = np.dtype(dtype).name
-
-    def make_node(self, *scalars):
-        scalars = [as_tensor(s) for s in scalars]
-        for k, s in enumerate(scalars):
-            if s.ndim != 0:
-                raise TypeError(f"{self}: input {k} has ndim {s.ndim}, expected a 0-d tensor")
-            if not np.can_cast(s.dtype, self.dtype, "same_kind"):
-                raise TypeError(f"{self}: input {k} of dtype {s.dtype} cannot become {self.dtype}")
-        return Apply(self, scalars, [TensorType(self.dtype, (len(scalars),))])
-
-    def perform(self, node, inputs, outputs):
-        outputs[0][0] = np.array([np.asarray(v).item() for v in inputs], dtype=self.dtype)
-
-    def infer_shape(self, fgraph, node, input_shapes):
-        return [(constant(len(node.inputs), _INT),)]
-
-    def L_op(self, inputs, outputs, output_grads):
-        from verglas.ops.indexing import getitem
-
-        (g,) = output_grads
-        return [getitem(g, k) if np.dtype(x.dtype).kind == "f" else None
-                for k, x in enumerate(inputs)]
-
-
-class SumToShape(Op):
-    """Sum `g` over the axes where the run-time `shape` is 1 (undoes numpy broadcasting)."""
-
-    __props__ = ("static_shape",)
-
-    def __init__(self, static_shape):
-        self.static_shape = tuple(static_shape)
-
-    def make_node(self, g, shp):
-        g, shp = as_tensor(g), as_tensor(shp)
-        if shp.ndim != 1 or shp.type.shape[0] not in (None, g.ndim):
-            raise ValueError(f"{self}: shape vector of type {shp.type} for an input of ndim "
-                             f"{g.ndim}")
-        if len(self.static_shape) != g.ndim:
-            raise ValueError(f"{self}: static shape {self.static_shape} for ndim {g.ndim}")
-        return Apply(self, [g, shp], [TensorType(g.dtype, self.static_shape)])
-
-    def perform(self, node, inputs, outputs):
-        g, shp = inputs
-        axes = tuple(a for a, (n, m) in enumerate(zip(shp, g.shape)) if n == 1 and m != 1)
-        for a, (n, m) in enumerate(zip(shp, g.shape)):
-            if n != m and n != 1:
-                raise ValueError(f"{self}: cannot reduce shape {g.shape} to {tuple(shp)}")
-        out = g.sum(axis=axes, keepdims=True, dtype=g.dtype) if axes else g.copy()
-        outputs[0][0] = out
-
-    def infer_shape(self, fgraph, node, input_shapes):
-        from verglas.ops.indexing import getitem
-
-        shp = node.inputs[1]
-        return [tuple(constant(s, _INT) if s is not None else getitem(shp, a)
-                      for a, s in enumerate(self.static_shape))]
-
-    def L_op(self, inputs, outputs, output_grads):
-        from verglas.ops.math import second
-
-        g, _ = inputs
-        return [second(g, output_grads[0]), None]
-
-
-def shape(x):
-    """The shape of `x` as an int64 vector variable (static dims become constants later)."""
-    x = as_tensor(x)
-    return Shape()(x)
-
-
-def shape_i(x, i: int):
-    """Length of axis `i` of `x`: a constant when statically known, else a 0-d variable."""
-    x = as_tensor(x)
-    i = int(i) % max(x.ndim, 1)
-    static = x.type.shape[i]
-    if static is not None:
-        return constant(static, _INT)
-    return ShapeI(i)(x)
-
-
-def make_vector(values, dtype=_INT):
-    """An int64 (by default) vector from ints and 0-d variables."""
-    vars_ = [as_tensor(v if not isinstance(v, (int, np.integer)) else np.int64(v))
-             for v in values]
-    if all(isinstance(v, Constant) for v in vars_):
-        return constant(np.array([v.data.item() for v in vars_], dtype=dtype))
-    return MakeVector(dtype)(*vars_)
-
-
-def sum_to_shape(g, shp, static_shape=None):
-    """`g` summed over the axes where run-time shape `shp` is 1 (gradient of broadcasting)."""
-    g = as_tensor(g)
-    if static_shape is None:
-        static_shape = (None,) * g.ndim
-    static_shape = tuple(s if s is not None else (1 if gs == 1 else None)
-                         for s, gs in zip(static_shape, g.type.shape))
-    return SumToShape(static_shape)(g, shp)
-
-
-# -- reshape, broadcast_to, alloc, concatenate, stack, arange -------------------------------------
-def _shape_str(shape) -> str:
-    from verglas.ops.elemwise import shape_str
-
-    return shape_str(shape)
 
 
 def _static_int(var):
@@ -191,8 +40,6 @@ def _static_entries(shp) -> tuple:
 
 def _as_shape_scalars(shape, op_name: str) -> list:
     """A shape (int, tuple of ints / 0-d int variables, or an int vector) as 0-d int64 variables."""
-    from verglas.ops.indexing import getitem
-
     if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
         shape = (shape,)
     if isinstance(shape, Variable):
@@ -219,9 +66,7 @@ def _as_shape_scalars(shape, op_name: str) -> list:
                 raise TypeError(f"{op_name}: shape entry {k} has type {d.type}, expected a 0-d "
                                 f"integer")
             if d.dtype != _INT:
-                from verglas.ops.math import cast
-
-                d = cast(d, _INT)
+                d = m.cast(d, _INT)
             out.append(d)
         else:
             out.append(constant(int(d), _INT))
@@ -257,12 +102,12 @@ class Reshape(Op):
             rest = int(np.prod(known, dtype=_INT))
             if -1 in entries:
                 if rest == 0 or size % rest:
-                    raise ValueError(f"{self}: cannot reshape shape {_shape_str(x.type.shape)} "
-                                     f"into {_shape_str(entries)}")
+                    raise ValueError(f"{self}: cannot reshape shape {shape_str(x.type.shape)} "
+                                     f"into {shape_str(entries)}")
                 out[entries.index(-1)] = size // rest
             elif rest != size:
-                raise ValueError(f"{self}: cannot reshape shape {_shape_str(x.type.shape)} "
-                                 f"(size {size}) into {_shape_str(entries)}")
+                raise ValueError(f"{self}: cannot reshape shape {shape_str(x.type.shape)} "
+                                 f"(size {size}) into {shape_str(entries)}")
         return Apply(self, [x, shp], [x.type.clone(shape=tuple(out))])
 
     def perform(self, node, inputs, outputs):
@@ -274,8 +119,6 @@ class Reshape(Op):
                              f"{tuple(int(s) for s in shp)}") from None
 
     def infer_shape(self, fgraph, node, input_shapes):
-        from verglas.ops.indexing import getitem
-
         x, shp = node.inputs
         out = []
         entries = _static_entries(shp)
@@ -327,7 +170,7 @@ class Alloc(Op):
             if d.ndim != 0 or d.dtype != _INT:
                 raise TypeError(f"Alloc: dimension {k} has type {d.type}, expected 0-d int64")
         if value.ndim > len(dims):
-            raise ValueError(f"Alloc: value of shape {_shape_str(value.type.shape)} has more "
+            raise ValueError(f"Alloc: value of shape {shape_str(value.type.shape)} has more "
                              f"dimensions than the target ({len(dims)})")
         static = [_static_int(d) for d in dims]
         if any(s is not None and s < 0 for s in static):
@@ -337,7 +180,7 @@ class Alloc(Op):
         for s, v in zip(static, padded):
             if s is not None and v is not None and v != 1 and v != s:
                 raise ValueError(f"Alloc: cannot broadcast a value of shape "
-                                 f"{_shape_str(value.type.shape)} to {_shape_str(static)}")
+                                 f"{shape_str(value.type.shape)} to {shape_str(static)}")
             out.append(s if s is not None else (v if v != 1 else None))
         return Apply(self, [value, *dims], [value.type.clone(shape=tuple(out))])
 
@@ -354,8 +197,6 @@ class Alloc(Op):
         return [tuple(node.inputs[1:])]
 
     def L_op(self, inputs, outputs, output_grads):
-        from verglas.ops.elemwise import sum_to
-
         value, *dims = inputs
         if np.dtype(value.dtype).kind not in "fc":
             return [None] * len(inputs)
@@ -372,19 +213,17 @@ def broadcast_to(x, shape) -> Variable:
     x = as_tensor(x)
     dims = _as_shape_scalars(shape, "broadcast_to")
     if x.ndim > len(dims):
-        raise ValueError(f"broadcast_to: cannot broadcast shape {_shape_str(x.type.shape)} to "
+        raise ValueError(f"broadcast_to: cannot broadcast shape {shape_str(x.type.shape)} to "
                          f"{len(dims)} dimensions")
     return Alloc()(x, *dims)
 
 
 def full(shape, fill_value, dtype=None) -> Variable:
     """An array of `shape` filled with `fill_value` (dtype of the value unless given)."""
-    from verglas.ops.math import cast
-
     if isinstance(fill_value, Variable):
         value = as_tensor(fill_value)
         dtype = value.dtype if dtype is None else np.dtype(dtype).name
-        return alloc(cast(value, dtype), shape)
+        return alloc(m.cast(value, dtype), shape)
     if dtype is None:  # Python ints are int64 (where it holds them), as numpy on 64-bit Linux
         is_int = isinstance(fill_value, int) and not isinstance(fill_value, bool)
         dtype = _INT if is_int and -2**63 <= fill_value < 2**63 else \
@@ -400,109 +239,6 @@ def zeros(shape, dtype="float64") -> Variable:
 def ones(shape, dtype="float64") -> Variable:
     """An array of ones."""
     return full(shape, 1, dtype)
-
-
-class Join(Op):
-    """Concatenation of the inputs along `axis` (numpy dtype promotion)."""
-
-    __props__ = ("axis",)
-
-    def __init__(self, axis: int):
-        self.axis = int(axis)
-
-    def make_node(self, *xs):
-        xs = [as_tensor(x) for x in xs]
-        if not xs:
-            raise ValueError(f"{self}: needs at least one array")
-        ndim = xs[0].ndim
-        shapes = ", ".join(_shape_str(x.type.shape) for x in xs)
-        if any(x.ndim != ndim for x in xs) or ndim == 0:
-            raise ValueError(f"{self}: all inputs need the same ndim >= 1, got shapes {shapes}")
-        if not 0 <= self.axis < ndim:
-            raise ValueError(f"{self}: axis {self.axis} out of range for ndim {ndim}")
-        out = []
-        for a in range(ndim):
-            dims = [x.type.shape[a] for x in xs]
-            if a == self.axis:
-                out.append(None if None in dims else sum(dims))
-                continue
-            known = {d for d in dims if d is not None}
-            if len(known) > 1:
-                raise ValueError(f"{self}: shapes {shapes} differ along axis {a}")
-            out.append(known.pop() if known else None)
-        dtype = np.result_type(*[np.dtype(x.dtype) for x in xs]).name
-        return Apply(self, xs, [TensorType(dtype, tuple(out))])
-
-    def perform(self, node, inputs, outputs):
-        try:
-            out = np.concatenate(inputs, axis=self.axis)
-        except ValueError:
-            raise ValueError(f"{self}: cannot join arrays of shapes "
-                             f"{', '.join(str(x.shape) for x in inputs)}") from None
-        outputs[0][0] = np.asarray(out, dtype=node.outputs[0].dtype)
-
-    def infer_shape(self, fgraph, node, input_shapes):
-        out = []
-        for a, static in enumerate(node.outputs[0].type.shape):
-            if static is not None:
-                out.append(constant(static, _INT))
-            elif a == self.axis:
-                total = input_shapes[0][a]
-                for s in input_shapes[1:]:
-                    total = total + s[a]
-                out.append(total)
-            else:
-                out.append(input_shapes[0][a])
-        return [tuple(out)]
-
-    def L_op(self, inputs, outputs, output_grads):
-        from verglas.ops.indexing import getitem
-
-        (g,) = output_grads
-        grads, start = [], 0
-        for x in inputs:
-            n = x.type.shape[self.axis]
-            stop = start + (n if n is not None else shape_i(x, self.axis))
-            if np.dtype(x.dtype).kind in "fc":
-                piece = getitem(g, (slice(None),) * self.axis + (slice(start, stop),))
-                grads.append(piece.astype(x.dtype))
-            else:
-                grads.append(None)
-            start = stop
-        return grads
-
-
-def concatenate(xs, axis: int = 0) -> Variable:
-    """Join arrays along an existing axis."""
-    from verglas.ops.reduce import normalize_axis
-
-    xs = [as_tensor(x) for x in xs]
-    if not xs:
-        raise ValueError("concatenate: needs at least one array")
-    if xs[0].ndim == 0:
-        raise ValueError("concatenate: zero-dimensional arrays cannot be concatenated")
-    (axis,) = normalize_axis(axis, xs[0].ndim, "concatenate")
-    return Join(axis)(*xs)
-
-
-def stack(xs, axis: int = 0) -> Variable:
-    """Join arrays of one shape along a new axis."""
-    from verglas.ops.elemwise import expand_dims
-    from verglas.ops.reduce import normalize_axis
-
-    xs = [as_tensor(x) for x in xs]
-    if not xs:
-        raise ValueError("stack: needs at least one array")
-    if any(x.ndim != xs[0].ndim for x in xs):
-        raise ValueError(f"stack: all inputs need the same shape, got "
-                         f"{', '.join(_shape_str(x.type.shape) for x in xs)}")
-    for a in range(xs[0].ndim):  # stack needs equal shapes, not just broadcastable ones
-        known = {x.type.shape[a] for x in xs} - {None}
-        if len(known) > 1:
-            raise ValueError(f"stack: all inputs need the same shape, got "
-                             f"{', '.join(_shape_str(x.type.shape) for x in xs)}")
-    (axis,) = normalize_axis(axis, xs[0].ndim + 1, "stack")
-    return Join(axis)(*[expand_dims(x, axis) for x in xs])
 
 
 class ARange(Op):
@@ -533,8 +269,6 @@ class ARange(Op):
         outputs[0][0] = np.arange(start, stop, step, dtype=self.dtype)
 
     def infer_shape(self, fgraph, node, input_shapes):
-        from verglas.ops import math as m
-
         static = node.outputs[0].type.shape[0]
         if static is not None:
             return [(constant(static, _INT),)]

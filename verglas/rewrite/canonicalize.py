@@ -32,14 +32,15 @@ import numpy as np
 from verglas.graph import Apply, Constant, Variable
 from verglas.ops import math as m
 from verglas.ops import scalar as s
-from verglas.ops.elemwise import DimShuffle, Elemwise
+from verglas.ops.basic import DimShuffle, MakeVector, Shape, ShapeI
+from verglas.ops.elemwise import Elemwise, SumToShape
 from verglas.ops.reduce import Max, Reduce, Sum
-from verglas.ops.shape import Alloc, Reshape, Shape, ShapeI, SumToShape
+from verglas.ops.shape import Alloc, Reshape
 from verglas.rewrite.engine import node_rewriter
 from verglas.rewrite.registry import register
 from verglas.rewrite.utils import (broadcasts_nothing, const_like, constant_value, elemwise_op,
-                                   is_constant, is_float, is_int_or_bool, same_as,
-                                   first, scalar_constant, single_client)
+                                   first, is_constant, is_float, is_int_or_bool, same_as,
+                                   scalar_constant, single_client)
 
 __all__ = [
     "commutative_constant_last", "assoc_constants_combine", "assoc_constant_outward",
@@ -398,8 +399,6 @@ def _shape_entries(shp: Variable) -> list | None:
     owner = shp.owner
     if owner is None:
         return None
-    from verglas.ops.shape import MakeVector
-
     if isinstance(owner.op, MakeVector):
         return list(owner.inputs)
     return None

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from verglas.graph import Constant, TensorType
-from verglas.ops.variable import constant
+from verglas.ops.basic import constant
 from verglas.rewrite.engine import node_rewriter
 from verglas.rewrite.registry import register
 

@@ -26,10 +26,11 @@ from __future__ import annotations
 
 import heapq
 
-from verglas.graph import (OUTPUT, Apply, Constant, InconsistencyError, ScalarType, TensorType,
+from verglas.graph import (Apply, Constant, InconsistencyError, OUTPUT, ScalarType, TensorType,
                            Variable)
+from verglas.ops.basic import DimShuffle
 from verglas.ops.composite import Composite
-from verglas.ops.elemwise import DimShuffle, Elemwise, broadcast_static_shape
+from verglas.ops.elemwise import Elemwise, broadcast_static_shape
 from verglas.ops.op_from_graph import rebuild_graph
 from verglas.rewrite.engine import graph_rewriter
 from verglas.rewrite.registry import register

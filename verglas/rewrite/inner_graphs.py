@@ -20,6 +20,7 @@ from verglas.graph import InconsistencyError
 from verglas.ops.op_from_graph import OpFromGraph, inline_ofg
 from verglas.ops.scan import Scan
 from verglas.rewrite.engine import GraphRewriter, node_rewriter
+from verglas.rewrite.pipeline import build_pipeline
 from verglas.rewrite.registry import Mode, get_mode, register
 from verglas.rewrite.trace import Tracer
 
@@ -29,8 +30,6 @@ __all__ = ["InnerGraphOptimizer", "inline_op_from_graph", "optimize_inner_graphs
 def optimized_op(op, mode: Mode, tracer: Tracer | None = None):
     """`op` (an OpFromGraph or Scan) with its inner graph rewritten by `mode`'s pipeline: a new
     op, or `op` itself when nothing changed."""
-    from verglas.rewrite.pipeline import build_pipeline
-
     inner = op.fgraph.unfreeze()
     sub = Tracer(strict=tracer.strict if tracer is not None else False)
     if tracer is not None:

@@ -15,9 +15,9 @@ from collections import defaultdict
 import numpy as np
 
 from verglas.graph.basic import Constant
+from verglas.ops.basic import constant
 from verglas.ops.composite import Composite, scalar_apply, scalar_variable
 from verglas.ops.elemwise import Elemwise
-from verglas.ops.variable import constant
 from verglas.rewrite.engine import graph_rewriter
 from verglas.rewrite.registry import register
 

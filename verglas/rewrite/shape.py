@@ -15,13 +15,13 @@ from __future__ import annotations
 
 from verglas.graph import Constant, Feature, TensorType, Variable
 from verglas.ops import scalar as s
-from verglas.ops.elemwise import DimShuffle, Elemwise
+from verglas.ops.basic import DimShuffle, MakeVector, Shape, ShapeI, constant
+from verglas.ops.elemwise import Elemwise, SumToShape
 from verglas.ops.indexing import Subtensor
 from verglas.ops.linalg import MatMul
 from verglas.ops.math import cast
 from verglas.ops.reduce import Reduce, Sum
-from verglas.ops.shape import Alloc, MakeVector, Reshape, Shape, ShapeI, SumToShape
-from verglas.ops.variable import constant
+from verglas.ops.shape import Alloc, Reshape
 from verglas.rewrite.engine import node_rewriter
 from verglas.rewrite.registry import register
 from verglas.rewrite.utils import first, same_as, scalar_constant

@@ -13,8 +13,9 @@ from __future__ import annotations
 from verglas.graph import Variable
 from verglas.ops import math as m
 from verglas.ops import scalar as s
-from verglas.ops.elemwise import DimShuffle, Elemwise
-from verglas.ops.reduce import Any, All, Reduce
+from verglas.ops.basic import DimShuffle
+from verglas.ops.elemwise import Elemwise
+from verglas.ops.reduce import All, Any, Reduce
 from verglas.rewrite.engine import node_rewriter
 from verglas.rewrite.registry import register
 from verglas.rewrite.utils import (broadcasts_nothing, elemwise_op, first, is_constant, is_float,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from verglas.graph import OUTPUT, Constant, Variable
-from verglas.ops.elemwise import DimShuffle, Elemwise
+from verglas.graph import Constant, OUTPUT, Variable
+from verglas.ops.basic import DimShuffle, constant
+from verglas.ops.elemwise import Elemwise
 from verglas.ops.math import cast
-from verglas.ops.variable import constant
 
 __all__ = ["constant_value", "scalar_constant", "is_constant", "same_as", "const_like",
            "owner_op", "elemwise_op", "single_client", "is_float", "is_int_or_bool",

@@ -9,21 +9,7 @@ from verglas.schedule.program import Buffer, Program, Step
 from verglas.schedule.rowgroups import row_groups
 from verglas.schedule.shapes import ShapeTable
 
-__all__ = ["lower", "is_metadata_step", "inner_graph_of"]
-
-
-def inner_graph_of(op):
-    """The frozen inner graph of an inner-graph op (OpFromGraph, Scan), else None."""
-    if type(op).__name__ in ("OpFromGraph", "Scan"):
-        return getattr(op, "fgraph", None)
-    return None
-
-
-def is_metadata_step(step) -> bool:
-    """Steps that only read shapes or build views: no kernel runs."""
-    name = type(step.node.op).__name__
-    return name in ("Shape", "ShapeI", "DimShuffle") or (
-        name in ("Reshape", "Subtensor") and bool(getattr(step.node.op, "view_map", None)))
+__all__ = ["lower"]
 
 
 def lower(graph, input_names=(), _cache=None) -> Program:
@@ -52,7 +38,7 @@ def lower(graph, input_names=(), _cache=None) -> Program:
             out_ids.append(add(out, "temp",
                                view_of=in_ids[view[0]] if view else None,
                                takes_over=in_ids[destroy[0]] if destroy else None))
-        inner = inner_graph_of(node.op)
+        inner = node.op.inner_graph
         sub = None
         if inner is not None:
             sub = cache.get(node.op)

@@ -7,11 +7,17 @@ two buffers of the same size share the very same size variable (hash-consing).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-__all__ = ["Buffer", "Step", "Program"]
+__all__ = ["Buffer", "Step", "Program", "is_metadata_step"]
+
+
+def is_metadata_step(step) -> bool:
+    """Steps that only read shapes or build views: no kernel runs."""
+    op = step.node.op
+    return op.reads_shape_only or bool(op.view_map)
 
 
 @dataclass(frozen=True, eq=False)
@@ -43,7 +49,7 @@ class Step:
     sub_program: Program | None = None  # inner-graph ops: lowered once per distinct op
 
 
-@dataclass(eq=False)
+@dataclass(frozen=True, eq=False)
 class Program:
     """The scheduled form of a frozen graph, shared by the CPU and CUDA backends."""
 
@@ -59,16 +65,19 @@ class Program:
     input_names: tuple[str, ...] = field(default=())
     groups: tuple = ()  # RowGroups (rowgroups.py): consecutive steps that run as one loop
 
-    def rename_inputs(self, names) -> None:
-        """Use `names` for the inputs when printing (a Program loaded from a cache)."""
-        self.input_names = tuple(names)
-        self.shapes.input_names = tuple(names)
+    def with_input_names(self, names) -> Program:
+        """This Program with `names` for its inputs when printing (self when they are its own):
+        a Program loaded from a cache takes its caller's names."""
+        names = tuple(names)
+        if names == self.input_names:
+            return self
+        return replace(self, input_names=names, shapes=self.shapes.with_input_names(names))
 
     def buffer_of(self, var) -> Buffer:
         return self.buffers[self._index[var]]
 
     def __post_init__(self):
-        self._index = {b.var: b.id for b in self.buffers}
+        object.__setattr__(self, "_index", {b.var: b.id for b in self.buffers})
 
     # -- measurement ---------------------------------------------------------------------------
     def buffer_shapes(self, input_shapes) -> list[tuple[int, ...] | None]:
@@ -111,8 +120,6 @@ class Program:
     def n_kernels(self) -> int:
         """Loops or kernels that run: steps that launch work (views and shape reads
         excluded), a row group counting once."""
-        from verglas.schedule.lower import is_metadata_step
-
         return sum(1 for u in self.units() if not isinstance(u, Step)
                    or not is_metadata_step(u))
 

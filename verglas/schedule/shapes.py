@@ -7,27 +7,25 @@ memory plan compares.
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
+from verglas import rewrite  # (a module: rewrite_graph is looked up at each call)
 from verglas.graph.basic import Constant
+from verglas.graph.fg import FunctionGraph
 from verglas.graph.frozen import freeze
+from verglas.graph.reference import ReferenceRunner
+from verglas.ops import math as m
+from verglas.ops.basic import Shape, ShapeI, as_tensor, constant
 
 __all__ = ["ShapeTable"]
-
-
-def _shape_ops():
-    from verglas.ops import math as m
-    from verglas.ops.shape import Shape, ShapeI
-    from verglas.ops.variable import as_tensor, constant
-
-    return m, Shape, ShapeI, as_tensor, constant
 
 
 class ShapeTable:
     """Symbolic shape and size of every buffer of a program, evaluable from input shapes."""
 
     def __init__(self, graph, variables, input_names=()):
-        m, Shape, ShapeI, as_tensor, constant = _shape_ops()
         self.input_names = tuple(input_names)
         self._nominal_index = {v: k for k, v in enumerate(graph.inputs)}
         shapes: dict = {}
@@ -66,15 +64,24 @@ class ShapeTable:
         for var in self.variables:
             d = of(var)
             dims.extend(d)
-            sizes.append(_product(d, m, constant))
+            sizes.append(_product(d))
         self._ndims = [v.ndim for v in self.variables]
         self.graph = _simplified(list(graph.inputs), dims + sizes)
         n_dims = len(dims)
         self.dims = self.graph.outputs[:n_dims]
         self.sizes = self.graph.outputs[n_dims:]
         self._offsets = np.cumsum([0] + self._ndims).tolist()
-        self._value_free = _shape_only(self.graph, Shape, ShapeI)
+        self._value_free = _shape_only(self.graph)
         self._runner = None
+
+    def with_input_names(self, names) -> ShapeTable:
+        """This table with `names` for the inputs when printing (self when they are its own)."""
+        names = tuple(names)
+        if names == self.input_names:
+            return self
+        table = copy.copy(self)
+        table.input_names = names
+        return table
 
     def __getstate__(self):
         state = dict(self.__dict__)
@@ -95,8 +102,6 @@ class ShapeTable:
 
     def evaluate(self, input_shapes) -> list[tuple[int, ...] | None]:
         """Concrete shapes for the given input shapes (None where values are needed)."""
-        from verglas.reference import ReferenceRunner
-
         if self._runner is None:
             wanted = [d for d in self.dims if d in self._value_free]
             self._wanted = wanted
@@ -125,7 +130,7 @@ class ShapeTable:
         if node is None:
             return "?"
         op = node.op
-        if type(op).__name__ == "ShapeI" and node.inputs[0] in self._nominal_index:
+        if isinstance(op, ShapeI) and node.inputs[0] in self._nominal_index:
             k = self._nominal_index[node.inputs[0]]
             name = self.input_names[k] if k < len(self.input_names) else f"in{k}"
             return f"{name}.shape[{op.i}]"
@@ -137,16 +142,12 @@ class ShapeTable:
 
 def _simplified(inputs, outputs):
     """The shape graph, simplified by the rewrite pipeline (so equal dims become one object)."""
-    from verglas.graph.fg import FunctionGraph
-    from verglas.rewrite import rewrite_graph
-    from verglas.rewrite.registry import get_mode
-
     fgraph = FunctionGraph(inputs, outputs, clone=True)
-    rewrite_graph(fgraph, get_mode("fast_run").excluding("fusion", "inplace"))
+    rewrite.rewrite_graph(fgraph, rewrite.get_mode("fast_run").excluding("fusion", "inplace"))
     return fgraph.freeze()
 
 
-def _product(dims, m, constant):
+def _product(dims):
     static = 1
     symbolic = []
     for d in dims:
@@ -162,7 +163,7 @@ def _product(dims, m, constant):
     return m.mul(out, constant(static, "int64")) if static != 1 else out
 
 
-def _shape_only(graph, Shape, ShapeI) -> set:
+def _shape_only(graph) -> set:
     """Variables of the shape graph computable from input shapes alone (no input values)."""
     ok: set = set()
 

@@ -5,10 +5,14 @@ Inner inputs: each sequence's slices (one per offset), each mit-sot's taps, each
 previous value, then the non-sequences. Inner outputs: the new mit-sot, sit-sot and nit-sot
 values, in that order. Outer outputs: the mit-sot and sit-sot buffers (initial values first,
 then one entry per step: PyTensor's layout) and the nit-sot traces (one entry per step).
+
+`scan_buffers` builds a Scan from a Python step function, and the gradient of a Scan is a
+backward Scan built the same way, so the op, its builder and its gradient live here together.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import NamedTuple
 
 import numpy as np
@@ -16,12 +20,15 @@ import numpy as np
 from verglas.graph.basic import Apply, Constant, Variable
 from verglas.graph.frozen import FrozenFunctionGraph, freeze
 from verglas.graph.op import Op
-from verglas.graph.traversal import ancestors
+from verglas.graph.traversal import ancestors, graph_replace
 from verglas.graph.types import TensorType
+from verglas.ops.autodiff import vjp
+from verglas.ops.basic import as_tensor, constant, shape_i, stack
+from verglas.ops.indexing import inc_subtensor
+from verglas.ops.math import add, cast, minimum, zeros_like
 from verglas.ops.op_from_graph import connection_pattern, infer_shapes, rebuild_graph, run_inner
-from verglas.ops.variable import as_tensor
 
-__all__ = ["Scan", "ScanLayout"]
+__all__ = ["Scan", "ScanLayout", "scan_buffers", "SIT_SOT", "MIT_SOT", "NIT_SOT"]
 
 
 class ScanLayout(NamedTuple):
@@ -142,6 +149,10 @@ class Scan(Op):
                 if self.inner_input_types[g] != st:
                     raise TypeError(f"Scan: the taps of state {q} have different types")
 
+    @property
+    def inner_graph(self) -> FrozenFunctionGraph:
+        return self.fgraph
+
     def replace(self, **changes) -> Scan:
         """This op with `fgraph` and/or `layout` changed (self when nothing changes)."""
         fgraph = changes.pop("fgraph", self.fgraph)
@@ -189,8 +200,6 @@ class Scan(Op):
         if n_steps.ndim != 0 or np.dtype(n_steps.dtype).kind not in "iu":
             raise TypeError(f"{self}: n_steps must be a 0-d integer, got {n_steps.type}")
         if n_steps.dtype != "int64":
-            from verglas.ops.math import cast
-
             n_steps = cast(n_steps, "int64")
         inputs = [as_tensor(x) for x in inputs]
         types = self.inner_input_types
@@ -272,9 +281,6 @@ class Scan(Op):
             storage[0] = value
 
     def infer_shape(self, fgraph, node, input_shapes):
-        from verglas.ops.math import add
-        from verglas.ops.shape import shape_i
-
         lay = self.layout
         n = node.inputs[0]
         n_seqs, n_states = lay.n_seqs, lay.n_states
@@ -308,8 +314,6 @@ class Scan(Op):
 
     # -- gradient and pruning ------------------------------------------------------------------
     def L_op(self, inputs, outputs, output_grads):
-        from verglas.ops.scan.grad import scan_grad
-
         return scan_grad(self, inputs, outputs, output_grads)
 
     def restrict(self, keep_outputs) -> tuple[Scan, tuple[int, ...], tuple[int, ...]] | None:
@@ -361,3 +365,338 @@ class Scan(Op):
         new_outs = rebuild_graph(self.fgraph, fresh)
         new_op = Scan([fresh[g] for g in inner_in], [new_outs[o] for o in outs], new_layout)
         return new_op, (0, *(1 + j for j in in_groups)), tuple(outs)
+
+
+# -- building a Scan from a step function ---------------------------------------------------------
+SIT_SOT, MIT_SOT, NIT_SOT = "sit-sot", "mit-sot", "nit-sot"  # the kinds of outputs_info entries
+
+
+def _as_list(value) -> list:
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    return [value]
+
+
+def _taps(value, what: str) -> tuple[int, ...]:
+    taps = tuple(int(t) for t in _as_list(value))
+    if not taps or len(set(taps)) != len(taps):
+        raise ValueError(f"scan: {what} taps {list(taps)} must be a non-empty list of distinct "
+                         f"ints")
+    return taps
+
+
+def _sequences(sequences) -> list[tuple[Variable, tuple[int, ...]]]:
+    seqs = []
+    for j, entry in enumerate(_as_list(sequences)):
+        if isinstance(entry, Mapping):
+            unknown = set(entry) - {"input", "taps"}
+            if unknown or "input" not in entry:
+                raise ValueError(f"scan: sequence {j} must be a variable or dict(input=..., "
+                                 f"taps=[...]), got keys {sorted(entry)}")
+            x, taps = as_tensor(entry["input"]), _taps(entry.get("taps", [0]), f"sequence {j}")
+        else:
+            x, taps = as_tensor(entry), (0,)
+        if x.ndim == 0:
+            raise ValueError(f"scan: sequence {j} is 0-d; sequences are iterated over axis 0")
+        seqs.append((x, taps))
+    return seqs
+
+
+def _outputs_info(outputs_info) -> list[tuple[str, Variable | None, tuple[int, ...]]]:
+    """(kind, initial value, taps) per entry of outputs_info."""
+    infos = []
+    for k, entry in enumerate(_as_list(outputs_info)):
+        if isinstance(entry, Mapping):
+            unknown = set(entry) - {"initial", "taps"}
+            if unknown:
+                raise ValueError(f"scan: outputs_info[{k}] has unknown keys {sorted(unknown)}")
+            init = entry.get("initial")
+            if init is None:
+                infos.append((NIT_SOT, None, ()))
+                continue
+            taps = _taps(entry.get("taps", [-1]), f"outputs_info[{k}]")
+            if max(taps) >= 0:
+                raise ValueError(f"scan: outputs_info[{k}] taps {list(taps)} must be negative "
+                                 f"(past values)")
+            init = as_tensor(init)
+            if taps == (-1,):
+                infos.append((SIT_SOT, init, taps))
+                continue
+            if init.ndim == 0:
+                raise ValueError(f"scan: outputs_info[{k}] with taps {list(taps)} needs an "
+                                 f"initial value with a leading axis of length {-min(taps)}")
+            n = init.type.shape[0]
+            if n is not None and n != -min(taps):
+                raise ValueError(f"scan: outputs_info[{k}] has an initial value of leading "
+                                 f"length {n}, taps {list(taps)} need {-min(taps)}")
+            infos.append((MIT_SOT, init, taps))
+        elif entry is None:
+            infos.append((NIT_SOT, None, ()))
+        else:
+            infos.append((SIT_SOT, as_tensor(entry), (-1,)))
+    return infos
+
+
+def _n_steps(n_steps, seqs):
+    if n_steps is not None:
+        if isinstance(n_steps, Variable):
+            n = as_tensor(n_steps)
+            if n.ndim != 0 or np.dtype(n.dtype).kind not in "iu":
+                raise TypeError(f"scan: n_steps must be an int or a 0-d integer variable, got "
+                                f"{n.type}")
+            return n
+        if isinstance(n_steps, bool) or int(n_steps) != n_steps or n_steps < 0:
+            raise ValueError(f"scan: n_steps must be a non-negative int, got {n_steps!r}")
+        return constant(int(n_steps), "int64")
+    if not seqs:
+        raise ValueError("scan: n_steps is needed when there are no sequences")
+    lengths = []
+    for x, taps in seqs:
+        span = max(taps) - min(taps)
+        static = x.type.shape[0]
+        if static is not None:
+            lengths.append(static - span)
+        else:
+            lengths.append(shape_i(x, 0) - span if span else shape_i(x, 0))
+    if all(isinstance(n, int) for n in lengths):
+        return constant(max(min(lengths), 0), "int64")
+    n = lengths[0]
+    for other in lengths[1:]:
+        n = minimum(n, other)
+    return n
+
+
+def _join(a: TensorType, b: TensorType) -> TensorType:
+    """The least specific of two types of one dtype and ndim: None where they differ."""
+    return a.clone(shape=tuple(x if x == y else None for x, y in zip(a.shape, b.shape)))
+
+
+def _state_entry_type(kind: str, init: Variable) -> TensorType:
+    t = init.type
+    return t if kind == SIT_SOT else TensorType(t.dtype, t.shape[1:])
+
+
+def scan_buffers(fn, sequences=None, outputs_info=None, non_sequences=None, n_steps=None):
+    """Like `scan`, but returns (the Scan's outputs in outputs_info order, with the initial
+    values in front of each state's steps, and the parsed outputs_info)."""
+    seqs = _sequences(sequences)
+    infos = _outputs_info(outputs_info)
+    explicit_infos = outputs_info is not None
+    non_seqs = [as_tensor(v) for v in _as_list(non_sequences)]
+    n = _n_steps(n_steps, seqs)
+
+    seq_vars = [[TensorType(x.dtype, x.type.shape[1:]).make_variable(_tap_name(x, "t", tap))
+                 for tap in taps] for x, taps in seqs]
+    state_types = [_state_entry_type(kind, init) if kind != NIT_SOT else None
+                   for kind, init, _ in infos]
+    # A state's type is what its initial value and every step's output have in common: start
+    # from the initial value and relax it (then rebuild the step) until the step output fits.
+    while True:
+        state_vars = [[t.make_variable(f"{_out_name(k)}[t{tap:+d}]") for tap in taps]
+                      if t is not None else [] for k, (t, (_, _, taps)) in
+                      enumerate(zip(state_types, infos))]
+        non_seq_vars = [v.type.make_variable(v.name) for v in non_seqs]
+        args = [v for group in seq_vars for v in group]
+        args += [v for group in state_vars for v in group]
+        result = fn(*args, *non_seq_vars)
+        outs = _step_outputs(result, infos, explicit_infos)
+        if not explicit_infos:
+            infos = [(NIT_SOT, None, ())] * len(outs)
+            state_types = [None] * len(outs)
+        relaxed = _relaxed_state_types(outs, infos, state_types)
+        if relaxed == state_types:
+            break
+        state_types = relaxed
+
+    # Outer variables the step function reads directly become extra non-sequences.
+    placeholders = set(args) | set(non_seq_vars)
+    by_outer = dict(zip(non_seqs, non_seq_vars))
+    replace = {}
+    for var in ancestors(outs, placeholders | set(non_seqs)):
+        if var in placeholders or var in replace or isinstance(var, Constant):
+            continue
+        if var in by_outer:
+            replace[var] = by_outer[var]
+        elif var.owner is None:
+            non_seqs.append(var)
+            replace[var] = by_outer[var] = var.type.make_variable(var.name)
+            non_seq_vars.append(replace[var])
+    if replace:
+        outs = graph_replace(outs, replace)
+
+    mit = [k for k, (kind, _, _) in enumerate(infos) if kind == MIT_SOT]
+    sit = [k for k, (kind, _, _) in enumerate(infos) if kind == SIT_SOT]
+    nit = [k for k, (kind, _, _) in enumerate(infos) if kind == NIT_SOT]
+    order = mit + sit + nit  # layout position -> outputs_info index
+    layout = ScanLayout(
+        seq_offsets=tuple(tuple(t - min(taps) for t in taps) for _, taps in seqs),
+        mit_sot_taps=tuple(infos[k][2] for k in mit),
+        n_sit_sot=len(sit),
+        n_nit_sot=len(nit),
+        n_non_seqs=len(non_seqs),
+    )
+    inner_inputs = [v for group in seq_vars for v in group]
+    inner_inputs += [v for k in mit + sit for v in state_vars[k]]
+    inner_inputs += non_seq_vars
+    op = Scan(inner_inputs, [outs[k] for k in order], layout)
+    inits = [infos[k][1] for k in mit + sit]
+    results = op(n, *[x for x, _ in seqs], *inits, *non_seqs)
+    results = [results] if isinstance(results, Variable) else results
+    by_info: list = [None] * len(infos)
+    for pos, k in enumerate(order):
+        by_info[k] = results[pos]
+    return by_info, infos
+
+
+def _tap_name(x, prefix, tap) -> str | None:
+    return f"{x.name}[{prefix}{tap:+d}]" if x.name else None
+
+
+def _out_name(k: int) -> str:
+    return f"out{k}"
+
+
+def _step_outputs(result, infos, explicit: bool) -> list[Variable]:
+    outs = list(result) if isinstance(result, (list, tuple)) else [result]
+    if explicit and len(outs) != len(infos):
+        raise ValueError(f"scan: the step function returned {len(outs)} output"
+                         f"{'s' if len(outs) != 1 else ''}, but outputs_info has {len(infos)} "
+                         f"entr{'ies' if len(infos) != 1 else 'y'}")
+    if not outs:
+        raise ValueError("scan: the step function returned no output")
+    converted = []
+    for k, out in enumerate(outs):
+        try:
+            converted.append(as_tensor(out))
+        except TypeError:
+            raise TypeError(f"scan: output {k} of the step function is {out!r}, not an array")
+    return converted
+
+
+def _relaxed_state_types(outs, infos, state_types) -> list:
+    relaxed = []
+    for k, (out, (kind, init, _), t) in enumerate(zip(outs, infos, state_types)):
+        if kind == NIT_SOT:
+            relaxed.append(None)
+            continue
+        if out.dtype != t.dtype or out.ndim != t.ndim:
+            raise TypeError(
+                f"scan: output {k} of the step function has type {out.type}, but its state "
+                f"(outputs_info[{k}], {kind}) has type {t}: the step must return the dtype "
+                f"and ndim of the initial value")
+        relaxed.append(_join(t, out.type))
+    return relaxed
+
+
+# -- the gradient: a backward Scan ---------------------------------------------------------------
+# Reverse-mode gradient of a Scan: a backward Scan over the reversed steps.
+#
+# The backward loop visits the forward steps last to first. Its sequences are the reversed
+# cotangents of the step outputs, the forward sequence slices and the forward state taps (read
+# from the forward buffers, so nothing is recomputed across steps); its body is the
+# vector-Jacobian product of the forward body. A state with taps down to -k carries a window of
+# k accumulators (the gradient owed to each of its k most recent entries: PyTensor's mit-mot,
+# here as sit-sot carries); each differentiable non-sequence carries its running sum. Sequence
+# gradients are the backward loop's nit-sot outputs, added back at their offsets.
+def _is_float(t) -> bool:
+    return np.dtype(t.dtype).kind in "fc"
+
+
+def _reversed_window(x, start: int, n):
+    """x[start : start + n] reversed: entry i is x[start + n - 1 - i]."""
+    return x[start:start + n][::-1]
+
+
+def scan_grad(op, inputs, outputs, output_grads) -> list:
+    """Gradients of a Scan node's outer inputs given its outputs' cotangents."""
+    lay = op.layout
+    n, n_seqs, n_mit, n_states = inputs[0], lay.n_seqs, lay.n_mit_sot, lay.n_states
+    seqs = inputs[1:1 + n_seqs]
+    inits = inputs[1 + n_seqs:1 + n_seqs + n_states]
+    non_seqs = inputs[1 + n_seqs + n_states:]
+    lengths = lay.mit_sot_lengths + (1,) * lay.n_sit_sot
+    state_taps = lay.state_taps
+    out_types = [o.type for o in outputs]
+    grads_out = [g if g.dtype == t.dtype else cast(g, t.dtype)
+                 for g, t in zip(output_grads, out_types)]
+
+    f_states = [q for q in range(n_states) if _is_float(op.state_types[q])]
+    f_nits = [i for i in range(lay.n_nit_sot) if _is_float(op.inner_output_types[n_states + i])]
+    f_seqs = [j for j in range(n_seqs) if _is_float(seqs[j].type)]
+    f_non_seqs = [w for w in range(lay.n_non_seqs) if _is_float(non_seqs[w].type)]
+    if not (f_seqs or f_non_seqs or f_states) or not (f_states or f_nits):
+        return [None] * len(inputs)
+
+    # backward sequences, all reversed: step-output cotangents, then the forward body's inputs
+    b_seqs = [_reversed_window(grads_out[q], lengths[q], n) for q in f_states]
+    b_seqs += [grads_out[n_states + i][::-1] for i in f_nits]
+    b_seqs += [_reversed_window(x, o, n) for x, offs in zip(seqs, lay.seq_offsets)
+               for o in offs]
+    b_seqs += [_reversed_window(outputs[q], lengths[q] + tap, n)
+               for q in range(n_states) for tap in state_taps[q]]
+    carries = [zeros_like(inits[q][0] if q < n_mit else inits[q])
+               for q in f_states for _ in range(lengths[q])]
+    carries += [zeros_like(non_seqs[w]) for w in f_non_seqs]
+    n_dx = sum(len(lay.seq_offsets[j]) for j in f_seqs)
+
+    def step(*args):
+        it = iter(args)
+        g_states = [next(it) for _ in f_states]
+        g_nits = [next(it) for _ in f_nits]
+        x_vals = [[next(it) for _ in offs] for offs in lay.seq_offsets]
+        tap_vals = [[next(it) for _ in taps] for taps in state_taps]
+        windows = [[next(it) for _ in range(lengths[q])] for q in f_states]
+        sums = [next(it) for _ in f_non_seqs]
+        ws = [next(it) for _ in non_seqs]
+        outs = rebuild_graph(op.fgraph, [v for g in x_vals for v in g]
+                             + [v for g in tap_vals for v in g] + ws)
+        cotangents: list = [None] * len(outs)
+        for g, window, q in zip(g_states, windows, f_states):
+            cotangents[q] = g + window[0]
+        for g, i in zip(g_nits, f_nits):
+            cotangents[n_states + i] = g
+        wrt = [v for j in f_seqs for v in x_vals[j]]
+        wrt += [v for q in f_states for v in tap_vals[q]] + [ws[w] for w in f_non_seqs]
+        grads = vjp(outs, cotangents, wrt)
+        grads = [zeros_like(v) if g is None else g for v, g in zip(wrt, grads)]
+        dxs, grads = grads[:n_dx], grads[n_dx:]
+        new_windows = []
+        for window, q in zip(windows, f_states):
+            taps = state_taps[q]
+            owed = dict(zip(taps, grads[:len(taps)]))
+            grads = grads[len(taps):]
+            # shift the window by one entry: what was owed to entry t-1-j, plus this step's
+            for j in range(lengths[q]):
+                parts = [p for p in (window[j + 1] if j + 1 < len(window) else None,
+                                     owed.get(-(j + 1))) if p is not None]
+                new_windows.append(sum(parts[1:], parts[0]) if parts else zeros_like(window[j]))
+        return [*new_windows, *[s + g for s, g in zip(sums, grads)], *dxs]
+
+    buffers, _ = scan_buffers(step, sequences=b_seqs,
+                              outputs_info=[*carries, *[None] * n_dx],
+                              non_sequences=list(non_seqs), n_steps=n)
+    finals = [b[-1] for b in buffers[:len(carries)]]
+    dxs = buffers[len(carries):]
+
+    result: list = [None] * len(inputs)
+    k = 0
+    for j in f_seqs:
+        dx = zeros_like(seqs[j])
+        for o in lay.seq_offsets[j]:
+            dx = inc_subtensor(dx[o:o + n], dxs[k][::-1])
+            k += 1
+        result[1 + j] = dx
+    k = 0
+    for q in f_states:
+        window, k = finals[k:k + lengths[q]], k + lengths[q]
+        g = grads_out[q]
+        if q < n_mit:  # entry r of the initial value is owed window[k - 1 - r]
+            rows = [g[r] + window[lengths[q] - 1 - r] for r in range(lengths[q])]
+            result[1 + n_seqs + q] = stack(rows)
+        else:
+            result[1 + n_seqs + q] = g[0] + window[0]
+    for w, total in zip(f_non_seqs, finals[k:]):
+        result[1 + n_seqs + n_states + w] = total
+    return result

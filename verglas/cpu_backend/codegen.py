@@ -188,13 +188,41 @@ class StepContext:
         self._names = names
         self._contiguous = contiguous
         self._storage = storage
+        self._reads_checked = False
 
     def inp(self, i: int) -> str:
         return self._names[self.step.inputs[i]]
 
     def scalar(self, i: int) -> str | None:
-        """A scalar expression for input `i` when it is known to hold one element, else None."""
+        """A scalar expression for input `i` when it is known to hold one element, else None
+        (an element read of the step, a[3], with its bounds checked once for the step)."""
+        index = self.step.element_index(i)
+        if index is not None:
+            if not self._reads_checked:
+                self._reads_checked = True
+                self._check_element_reads()
+            return f"{self.inp(i)}[{', '.join(map(str, index))}]"
         return self._names.scalars.get(self.step.inputs[i])
+
+    def _check_element_reads(self) -> None:
+        """One bounds check per array and axis for all the step's element reads (the largest
+        index and the most negative one), where the static shape does not prove them."""
+        bounds: dict = {}  # (input position of the array's first read, axis) -> (hi, lo)
+        first: dict = {}
+        for i, index in self.step.element_reads:
+            i = first.setdefault(self.step.inputs[i], i)
+            for axis, k in enumerate(index):
+                hi, lo = bounds.get((i, axis), (-1, 0))
+                bounds[(i, axis)] = (max(hi, k), min(lo, k))
+        for (i, axis), (hi, lo) in bounds.items():
+            static = self.program.buffers[self.step.inputs[i]].var.type.shape[axis]
+            if static is not None and hi < static and -lo <= static:
+                continue
+            n = f"{self.inp(i)}.shape[{axis}]"
+            self.line(f"if {n} <= {hi} or {n} < {-lo}:")
+            with self.indent():
+                self.raise_("IndexError", f"{self.op}: index {hi if hi >= -lo else lo} is out "
+                                          f"of bounds for axis {axis}")
 
     def set_scalar(self, j: int, expr: str) -> None:
         """Declare output `j` a one-element buffer equal to `expr`; emitted only if used."""

@@ -11,7 +11,7 @@ import numpy as np
 
 from verglas.ops.indexing import _build_index
 
-__all__ = ["broadcast_shape", "size", "is_flat", "map_views", "scalar", "run_map", "copy_into",
+__all__ = ["broadcast_shape", "check_index", "size", "is_flat", "map_views", "scalar", "run_map", "copy_into",
            "run_reduce", "run_arg", "split_view", "join_shape", "move_last", "blocks"]
 
 
@@ -28,6 +28,14 @@ def broadcast_shape(op_name: str, *shapes) -> tuple:
     except ValueError:
         raise ValueError(f"{op_name}: input shapes {', '.join(str(tuple(s)) for s in shapes)} "
                          f"cannot be broadcast together") from None
+
+
+def check_index(op_name: str, shape, index) -> None:
+    """IndexError naming the op when a constant index is out of bounds of `shape`."""
+    for axis, (k, n) in enumerate(zip(index, shape)):
+        if not -n <= k < n:
+            raise IndexError(f"{op_name}: index {k} is out of bounds for axis {axis} with "
+                             f"size {n}")
 
 
 def size(shape) -> int:

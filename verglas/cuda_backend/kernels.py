@@ -43,9 +43,20 @@ def _operands(ctx):
     (kinds, arrays, extras) with arrays[k] an array name (or "None") and extras[k] a ready
     argument (or "None" for arrays taking the loop's shape)."""
     kinds, arrays, extras = [], [], []
+    checked = set()
     for i, var in enumerate(ctx.node.inputs):
         data = ctx.constant_value(i)
         dtype = var.type.dtype
+        index = ctx.step.element_index(i)
+        if index is not None:  # one element of an array, read in the kernel
+            base = ctx.dev(i)
+            if (base, index) not in checked:
+                checked.add((base, index))
+                ctx.line(f"H.check_index({str(ctx.op)!r}, {base}.shape, {index!r})")
+            kinds.append(("at", dtype, len(index), ", ".join(map(str, index))))
+            arrays.append("None")
+            extras.append(base)
+            continue
         if data is not None and data.size == 1 and _all_ones(var):
             kinds.append(("lit", dtype, T.literal(data.reshape(()), dtype)))
             continue

@@ -67,8 +67,11 @@ class _Plan:
         self.produced = {b: s for s in group.steps for b in s.outputs}
         self.stored = [b for s in group.steps for b in s.outputs if b not in group.local]
         self.inputs: list[int] = []  # external buffers read (arrays or scalars)
+        self.element_bases: set[int] = set()  # arrays the group reads single elements of
         for step in group.steps:
-            for b in step.inputs:
+            for i, b in enumerate(step.inputs):
+                if step.element_index(i) is not None:
+                    self.element_bases.add(b)
                 if b not in self.produced and b not in self.inputs:
                     self.inputs.append(b)
         # the column counts of the passes, each a kernel parameter
@@ -133,7 +136,8 @@ def _column_reads(plan, b) -> set:
     """The (R, C) buffers reading `b` at a column touches: itself, and for a row-local value
     recomputed there, what its producer reads."""
     step = plan.produced.get(b)
-    if plan.per_row(b) or plan.var(b).ndim != 2 or (b in plan.inputs and _one_element(plan.var(b))):
+    if plan.per_row(b) or plan.var(b).ndim != 2 or b in plan.element_bases or (
+            b in plan.inputs and _one_element(plan.var(b))):
         return set()
     if step is None or plan.group.local.get(b) != "row":
         return {b}
@@ -285,7 +289,9 @@ class _RowKernel:
         return memo[b]
 
     def _elemwise(self, step, memo: dict) -> list[str]:
-        args = [self._at(b, memo) for b in step.inputs]
+        args = [self._at(b, memo) if step.element_index(i) is None else
+                f"{self.arrays[b]}[{', '.join(map(str, step.element_index(i)))}]"
+                for i, b in enumerate(step.inputs)]
         node = step.node
         return self.kb.scalar_expr(node.op.scalar_op, args,
                                    [v.type.dtype for v in node.inputs],
@@ -362,6 +368,9 @@ def emit_row_group(gen, group, contexts) -> None:
         ctx, i = where[b]
         return ctx.dev(i)
 
+    for ctx in contexts:
+        for i, index in ctx.step.element_reads:
+            ctx0.line(f"H.check_index({str(ctx.op)!r}, {ctx.dev(i)}.shape, {index!r})")
     r = ctx0.fresh("r")
     rows = next((b for b in plan.inputs if plan.var(b).ndim == 2
                  and program.shapes.dims_of(b)[0] is group.rows), None)

@@ -264,6 +264,7 @@ def REDUCERS(kind: str, in_dtype: str, out_dtype: str) -> Reducer:
 #   ("one", dtype)        a size-1 array, read at [0] (statically all-length-1 inputs)
 #   ("arg", dtype)        a scalar kernel argument (a 0-d value held by the host)
 #   ("lit", dtype, text)  a literal in the source (a 0-d constant)
+#   ("at", dtype, ndim, index)  one element of an ndim-d array at a constant index
 def _operand_params(kb, operands, rank: int, layout: str):
     """Declare the parameters of `operands`; return (read, name of the first array operand),
     read(k, index) being the expression reading operand k at `index`."""
@@ -281,6 +282,9 @@ def _operand_params(kb, operands, rank: int, layout: str):
         elif kind == "arg":
             name = kb.param("v", Scal(dtype))
             reads.append(("fixed", name))
+        elif kind == "at":  # one element of an array: ("at", dtype, its ndim, index text)
+            name = kb.param("a", Arr(dtype, op[2], "A"))
+            reads.append(("fixed", f"{name}[{op[3]}]"))
         else:
             reads.append(("fixed", op[2]))
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from verglas.graph.basic import Constant
+from verglas.ops.basic import DimShuffle
+from verglas.ops.elemwise import Elemwise
+from verglas.ops.indexing import Subtensor
 from verglas.schedule.liveness import liveness
 from verglas.schedule.memory import plan_memory
 from verglas.schedule.program import Buffer, Program, Step
@@ -24,10 +27,18 @@ def lower(graph, input_names=(), _cache=None) -> Program:
         return index[var]
 
     inputs = tuple(add(v, "input") for v in graph.inputs)
+    order = graph.toposort()
+    reads = element_reads(order, graph.outputs)
     steps = []
-    for k, node in enumerate(graph.toposort()):
+    for node in order:
+        if node.outputs and node.outputs[0] in reads:
+            continue  # read inside the steps that use it
         in_ids = []
-        for var in node.inputs:
+        element = []
+        for i, var in enumerate(node.inputs):
+            if var in reads:
+                var, at = reads[var]
+                element.append((i, at))
             if var not in index:
                 add(var, "constant")  # the only roots besides inputs
             in_ids.append(index[var])
@@ -44,7 +55,7 @@ def lower(graph, input_names=(), _cache=None) -> Program:
             sub = cache.get(node.op)
             if sub is None:
                 sub = cache[node.op] = lower(inner, (), cache)
-        steps.append(Step(k, node, tuple(in_ids), tuple(out_ids), sub))
+        steps.append(Step(len(steps), node, tuple(in_ids), tuple(out_ids), sub, tuple(element)))
     for var in graph.outputs:
         if var not in index:  # an output that is a constant
             add(var, "constant")
@@ -72,6 +83,38 @@ def lower(graph, input_names=(), _cache=None) -> Program:
                    tuple(slots), tuple(specs), tuple(input_names), tuple(groups))
 
 
+def element_reads(nodes, outputs) -> dict:
+    """{variable: (array variable, constant index)} for the one-element reads a[3], a[1, -2]
+    (and their broadcasts a[3][None]) that only elementwise steps use: they read the element
+    inside their loop, so the read is neither a step nor a buffer of its own (a sum of 500
+    terms a[i] * sin(x + i) is one step, not 1,001)."""
+    clients: dict = {}
+    for node in nodes:
+        for i, var in enumerate(node.inputs):
+            clients.setdefault(var, []).append((node, i))
+    found: dict = {}
+    for node in nodes:
+        op = node.op
+        if (isinstance(op, Subtensor) and node.inputs[0].ndim == len(op.idx_list)
+                and all(e == "int" for e in op.idx_list)
+                and all(isinstance(v, Constant) for v in node.inputs[1:])):
+            found[node.outputs[0]] = (node.inputs[0],
+                                      tuple(int(v.data) for v in node.inputs[1:]))
+        elif (isinstance(op, DimShuffle) and node.inputs[0] in found
+              and all(d == "x" for d in op.new_order)):
+            found[node.outputs[0]] = found[node.inputs[0]]
+    kept: dict = {}
+    keep = set(outputs)
+    for node in reversed(nodes):  # the users of a read first
+        for var in node.outputs:
+            if var in found and var not in keep and all(
+                    (isinstance(user.op, Elemwise)
+                     and not any(i in ins for ins in user.op.destroy_map.values()))
+                    or user.outputs[0] in kept for user, i in clients.get(var, [])):
+                kept[var] = found[var]
+    return kept
+
+
 def _aliases_root(buf, buffers, base_of) -> bool:
     """True when `buf` is a view or inplace result whose storage is an input or constant."""
     if buf.view_of is None and buf.takes_over is None:
@@ -86,4 +129,3 @@ def _replace(buf: Buffer, **changes) -> Buffer:
     return Buffer(**fields)
 
 
-_ = Constant

@@ -47,6 +47,16 @@ class Step:
     inputs: tuple[int, ...]
     outputs: tuple[int, ...]
     sub_program: Program | None = None  # inner-graph ops: lowered once per distinct op
+    # (input position, index): the step reads one element of buffer inputs[position] at
+    # those constant indices (an a[3] folded into the elementwise step that reads it)
+    element_reads: tuple = ()
+
+    def element_index(self, i: int) -> tuple | None:
+        """The constant index input `i` reads one element at, or None (it reads a buffer)."""
+        for position, index in self.element_reads:
+            if position == i:
+                return index
+        return None
 
 
 @dataclass(frozen=True, eq=False)
@@ -166,8 +176,12 @@ class Program:
             else:
                 mark = ""
             outs.append(f"{self.buffer_str(b)}: {buf.dtype}{self.shapes.shape_str(b)}{mark}")
-        ins = ", ".join(self.buffer_str(b) if self.buffers[b].kind != "constant" else f"c{b}"
-                        for b in step.inputs)
+        ins = []
+        for i, b in enumerate(step.inputs):
+            name = self.buffer_str(b) if self.buffers[b].kind != "constant" else f"c{b}"
+            index = step.element_index(i)
+            ins.append(name if index is None else f"{name}[{', '.join(map(str, index))}]")
+        ins = ", ".join(ins)
         sub = " [sub-program]" if step.sub_program is not None else ""
         where = ""
         if group is not None and step.index in group.inlined:

@@ -79,3 +79,16 @@ def test_repeated_calls_reuse_kernels():
     a = random_array(RNG, "float32", (4, 4))
     f = compare_cuda(lambda x: vg.exp(x) - 1, [a], calls=3)
     assert "def program" in f._runner.text
+
+
+def test_element_reads_inside_kernels():
+    """a[3], m[1, -1] read by elementwise kernels and a row kernel (the scheduler folds the
+    one-element reads into the steps that use them); an index out of bounds is an IndexError."""
+    a = random_array(RNG, "float64", (6,))
+    m = random_array(RNG, "float64", (4, 5))
+    compare_cuda(lambda x, y: x * y[1, -1] + y[0, 0] * x[-2] + vg.sin(x + x[3]), [a, m])
+    compare_cuda(lambda y, x: vg.softmax(y * x[2], axis=1) + x[-1], [m, a])
+    x = vg.tensor("x", (None,), "float64")
+    f = vg.compile([x], x * x[5], device="cuda")
+    with pytest.raises(IndexError, match="out of bounds"):
+        f(np.ones(3))

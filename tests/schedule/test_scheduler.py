@@ -1,0 +1,75 @@
+"""The scheduler's decisions, read from the Program (no backend runs here): row groups and
+element reads. Backends' results for them are tested in tests/cpu_backend and tests/cuda."""
+
+from __future__ import annotations
+
+import verglas as vg
+from verglas.function import _optimize
+from verglas.ops.indexing import Subtensor
+from verglas.schedule import lower
+from verglas.schedule.program import Step
+
+
+def program_of(inputs, outputs):
+    return lower(_optimize(inputs, outputs, "fast_run"), tuple(v.name for v in inputs))
+
+
+def test_softmax_is_one_row_group_with_row_local_buffers():
+    x = vg.tensor("x", shape=(None, None), dtype="float32")
+    program = program_of([x], [vg.softmax(x, axis=1)])
+    (group,) = program.groups
+    assert [type(u) for u in program.units()] == [type(group)]
+    assert program.n_kernels() == 1
+    # exp(x - max) is one row, the max and the sum one value per row: no storage of their own
+    assert sorted(group.local.values()).count("row") == 1
+    assert all(program.slots[b] is None for b in group.local)
+    assert group.riding  # the sum accumulates in exp's loop
+    text = str(program)
+    assert "one loop over x.shape[0] rows:" in text and "[one row]" in text
+
+
+def test_logsumexp_inlines_the_exp_into_the_sum():
+    x = vg.tensor("x", shape=(None, None), dtype="float64")
+    program = program_of([x], [vg.logsumexp(x, axis=1)])
+    (group,) = program.groups
+    assert group.inlined and not group.riding
+    assert "(in the loop of" in str(program)
+
+
+def test_what_a_group_touches_lives_through_it():
+    """Members run interleaved row by row: no storage is handed on inside a group."""
+    x = vg.tensor("x", shape=(None, None), dtype="float32")
+    program = program_of([x], [vg.softmax(x, axis=1), vg.logsumexp(x, axis=1) * 2])
+    for group in program.groups:
+        for b in group.buffers():
+            assert program.live[b][1] >= group.last
+
+
+def test_element_reads_are_neither_steps_nor_buffers():
+    """A sum of N terms a[i] * sin(x + i) is one elementwise step reading a[0]...a[N-1] inside
+    its loop: the Program grows linearly and by few steps, whatever the spelling (the
+    Subtensor and DimShuffle of each coefficient were two steps and a fused-loop input each)."""
+    x = vg.tensor("x", shape=(None,), dtype="float64")
+    a = vg.tensor("a", shape=(None,), dtype="float64")
+    m = vg.tensor("m", shape=(None, 3), dtype="float64")
+    for n in (10, 100):
+        acc = a[0] * vg.sin(x)
+        for i in range(1, n):
+            acc = acc + a[i] * vg.sin(x + i) + m[i % 2, -1]
+        program = program_of([x, a, m], [acc])
+        steps = [s for s in program.steps if isinstance(s, Step)]
+        assert not any(isinstance(s.node.op, Subtensor) for s in steps)
+        assert sum(len(s.element_reads) for s in steps) >= n  # each coefficient, in a loop
+        assert len(steps) <= 2 + n // 8  # fused steps only (the fusion's input limit splits)
+        # what the loops read: x, a, m, constants and earlier steps' results, whatever n
+        made = {b for t in steps for b in t.outputs}
+        roots = {b.id for b in program.buffers if b.kind in ("input", "constant")}
+        assert all(set(s.inputs) <= made | roots for s in steps)
+        assert "a[3]" in str(program) and "m[1, -1]" in str(program)
+
+
+def test_an_element_read_kept_where_a_non_elementwise_step_uses_it():
+    x = vg.tensor("x", shape=(None,), dtype="float64")
+    out = vg.sum(x[2] * x) + x[1]
+    program = program_of([x], [out, x[0]])  # x[0] is an output: a view step of its own
+    assert any("Subtensor" in str(s.node.op) for s in program.steps)

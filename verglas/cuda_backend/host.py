@@ -11,8 +11,8 @@ import numpy as np
 
 from verglas.ops.indexing import _build_index
 
-__all__ = ["broadcast_shape", "check_index", "size", "is_flat", "map_views", "scalar", "run_map", "copy_into",
-           "run_reduce", "run_arg", "split_view", "join_shape", "move_last", "blocks"]
+__all__ = ["broadcast_shape", "check_index", "size", "is_flat", "map_views", "scalar", "run_map",
+           "copy_into", "run_reduce", "run_arg", "split_view", "join_shape", "move_last", "blocks"]
 
 
 def blocks(L, n: int, per_block: int | None = None) -> int:

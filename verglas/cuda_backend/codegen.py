@@ -146,7 +146,7 @@ class StepContext:
     def perform(self) -> str:
         """The global name of a callable running this step's reference perform."""
         name = f"P{self.step.index}"
-        self.src.globals[name] = Perform(self.node)
+        self.src.globals[name] = Perform(self.node, self.step.element_reads)
         return name
 
     def emit_perform(self, on_host: bool) -> None:
@@ -159,14 +159,20 @@ class StepContext:
 
 
 class Perform:
-    """Runs a node's reference `perform` on the given values; returns the outputs."""
+    """Runs a node's reference `perform` on the given values; returns the outputs. An element
+    read of the step (Step.element_reads) receives the whole array: its element is taken
+    here, shaped as the node's input."""
 
-    def __init__(self, node):
+    def __init__(self, node, element_reads=()):
         self.node = node
+        self.element_reads = element_reads
 
     def __call__(self, *args):
         storage = [[None] for _ in self.node.outputs]
         args = list(args)
+        for i, index in self.element_reads:
+            shape = (1,) * self.node.inputs[i].type.ndim
+            args[i] = args[i][tuple(index) + (Ellipsis,)].reshape(shape)
         for ins in getattr(self.node.op, "destroy_map", {}).values():
             for i in ins:  # an inplace op on a read-only host value (a constant): a copy
                 if isinstance(args[i], np.ndarray) and not args[i].flags.writeable:

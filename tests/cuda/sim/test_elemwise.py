@@ -92,3 +92,12 @@ def test_element_reads_inside_kernels():
     f = vg.compile([x], x * x[5], device="cuda")
     with pytest.raises(IndexError, match="out of bounds"):
         f(np.ones(3))
+
+
+def test_element_reads_of_steps_run_on_the_host():
+    """A one-element step whose inputs are on the host runs its reference perform there: it
+    received the whole array an element read reads from (fuzzer-sim seeds 348, 730)."""
+    a = random_array(RNG, "int8", (4,))
+    compare_cuda(lambda x: vg.reshape(vg.neq(np.uint16(39131), x[-4]), (1, 1, 1)), [a])
+    b = random_array(RNG, "float64", (5,))
+    compare_cuda(lambda x: vg.concatenate([x, vg.expand_dims(x[1] * 2, 0)], axis=0), [b])

@@ -343,6 +343,9 @@ class _RowKernel:
         self.regs[b] = value
         if b in self.arrays:
             index = "row, 0" if self.plan.var(b).ndim == 2 else "row"
+            if self.plan.program.buffers[b].takes_over is not None:
+                # it overwrites what it was computed from: every thread has read that first
+                self.kb.line("cuda.syncthreads()")
             self.kb.line("if tid == 0:")
             with self.kb.indent():
                 self.kb.line(f"{self.arrays[b]}[{index}] = {value}")

@@ -4,19 +4,20 @@ Every module of the package is read with `ast` (every import, at the top and ins
 and assigned a layer; a module imports only from its own layer or the layers below:
 
     layer     modules                                    what it is
-    0 graph   verglas.graph (incl. graph.reference)      the IR; the reference executor, which
+    0 config  verglas.config                             the switches (VERGLAS_* variables)
+    1 graph   verglas.graph (incl. graph.reference)      the IR; the reference executor, which
                                                          runs a frozen graph through each op's
                                                          `perform`
-    1 ops     verglas.ops                                the array language (with `vjp`: the
+    2 ops     verglas.ops                                the array language (with `vjp`: the
                                                          inner-graph ops differentiate their
                                                          bodies)
-    2 grad    verglas.grad                               the user's `grad`
-    3 rewrite verglas.rewrite                            rewrites, registry, pipeline
-    4 sched   verglas.schedule                           Program: steps, buffers, memory plan
-    5 source  verglas.source, verglas.scalar_code        what both code generators share
-    6 backend verglas.cpu_backend, verglas.cuda_backend  numba CPU and numba.cuda code
-    7 func    verglas.function, verglas.testing          compile() and Function; verify_grad
-    8 api     verglas (__init__), verglas.demo           the public names; a demo script
+    3 grad    verglas.grad                               the user's `grad`
+    4 rewrite verglas.rewrite                            rewrites, registry, pipeline
+    5 sched   verglas.schedule                           Program: steps, buffers, memory plan
+    6 source  verglas.source, verglas.scalar_code        what both code generators share
+    7 backend verglas.cpu_backend, verglas.cuda_backend  numba CPU and numba.cuda code
+    8 func    verglas.function, verglas.testing          compile() and Function; verify_grad
+    9 api     verglas (__init__), verglas.demo           the public names; a demo script
 
 Within a layer, packages import each other without cycles (cuda_backend uses cpu_backend's
 cache), and the modules' top-level imports form a DAG: no cycle is closed by an import
@@ -36,6 +37,7 @@ import verglas
 ROOT = Path(verglas.__file__).parent
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("config", ("verglas.config",)),
     ("graph", ("verglas.graph",)),
     ("ops", ("verglas.ops",)),
     ("grad", ("verglas.grad",)),

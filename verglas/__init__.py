@@ -3,6 +3,7 @@
 __version__ = "0.1.0"
 
 import verglas.cpu_backend.runtime  # noqa: F401  (numba's CPU target, set up at import)
+from verglas.config import config
 from verglas.function import Function, asnumpy, compile
 from verglas.grad import grad
 from verglas.graph.printing import dprint
@@ -25,7 +26,7 @@ from verglas.ops.shape import arange, broadcast_to, full, ones, reshape, zeros
 from verglas.ops.variable import scalar, tensor
 
 __all__ = [
-    "Function", "asnumpy", "compile", "grad", "dprint", "expand_dims", "squeeze",
+    "Function", "asnumpy", "compile", "config", "grad", "dprint", "expand_dims", "squeeze",
     "transpose", "inc_subtensor", "set_subtensor", "dot", "matmul", "abs", "add", "bitwise_and",
     "bitwise_or", "bitwise_xor", "cast", "ceil", "clip", "conj", "cos", "divide", "eq", "erf",
     "exp", "expm1", "floor", "floor_divide", "full_like", "ge", "gt", "imag", "invert", "isinf",

@@ -89,9 +89,7 @@ def test_threads_calling_at_once_each_get_a_workspace():
 
 
 def test_the_workspace_can_be_switched_off(monkeypatch):
-    from verglas.cpu_backend import codegen
-
-    monkeypatch.setattr(codegen, "WORKSPACE", False)
+    monkeypatch.setattr(vg.config, "workspace", False)
     x = vg.tensor("x", (None, 3), "float64")
     w = vg.tensor("w", (3, 3), "float64")
     f = vg.compile([x, w], vg.exp(vg.tanh(x @ w) @ w).sum(axis=1))  # (a graph of its own)
@@ -248,7 +246,7 @@ def test_generated_functions_ask_for_wide_vectors(monkeypatch, width):
 
     from verglas.cpu_backend import intrinsics
 
-    monkeypatch.setattr(intrinsics, "PREFERRED_VECTOR_WIDTH", width)
+    monkeypatch.setattr(vg.config, "vector_width", width or 0)  # (0: LLVM's own choice)
 
     def body(x):
         intrinsics.prefer_wide_vectors()

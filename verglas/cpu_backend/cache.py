@@ -5,7 +5,7 @@ so a second process skips the rewrites and the scheduling), `inputs.pkl` (the in
 a warm start needs of them), `program.py` (the generated source, which numba's own cache keys
 its machine code on), `globals.pkl` (what the source refers to), `fastcall-<digest>.py` (the
 argument checking wrapper) and their bytecode (`*.code`). The directory is
-`$VERGLAS_CACHE_DIR`, else `~/.cache/verglas`.
+`verglas.config.cache_dir` (`$VERGLAS_CACHE_DIR`, else `~/.cache/verglas`).
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from pathlib import Path
 import numba
 import numpy as np
 
+from verglas.config import config
+
 __all__ = ["cache_dir", "entry_dir", "cache_key", "load_pickle", "store_pickle", "write_atomic",
            "code_of"]
 
@@ -29,9 +31,8 @@ FORMAT_VERSION = "1"
 
 
 def cache_dir() -> Path:
-    """The root cache directory (`VERGLAS_CACHE_DIR` overrides the default)."""
-    root = os.environ.get("VERGLAS_CACHE_DIR")
-    return Path(root) if root else Path.home() / ".cache" / "verglas"
+    """The root cache directory: `config.cache_dir` (VERGLAS_CACHE_DIR, else the default)."""
+    return config.cache_dir
 
 
 @functools.lru_cache(maxsize=1)

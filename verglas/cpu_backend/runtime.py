@@ -16,9 +16,12 @@ import types
 import numba
 import numpy as np
 
-from verglas.cpu_backend import cache, codegen, intrinsics, kernels
+from verglas.config import config
+from verglas.cpu_backend import cache, kernels
+from verglas.cpu_backend.blas import numpy_cblas_gemm
 from verglas.cpu_backend.codegen import generate
 from verglas.cpu_backend.dtypes import STORED_AS, from_storage, storage_dtype, to_storage
+from verglas.cpu_backend.intrinsics import preferred_vector_width
 from verglas.cpu_backend.kernels import RuntimeBroadcast
 from verglas.cpu_backend.parallel_for import launch
 from verglas.cpu_backend.threads import parallel_rows
@@ -74,11 +77,12 @@ def build_runner(program_of, key: str | None, inputs: list[tuple[str, int]]):
 
 
 def _settings_tag() -> str:
-    """What of the generated code the graph does not decide: the workspace switch, the
-    vector width and whether row loops run on threads (numba's own cache would not tell
-    programs built with another apart)."""
-    return (f"-w{intrinsics.PREFERRED_VECTOR_WIDTH or 0}{'' if codegen.WORKSPACE else '-nows'}"
-            f"{'' if parallel_rows() else '-serial'}")
+    """What of the generated code the graph does not decide (verglas.config): the workspace
+    switch, the vector width, whether row loops run on threads and whose BLAS products call
+    (numba's own cache would not tell programs built with another apart; asking for numpy's
+    BLAS registers its symbols, which a stored program's machine code needs to load)."""
+    return (f"-w{preferred_vector_width() or 0}{'' if config.workspace else '-nows'}"
+            f"{'' if parallel_rows() else '-serial'}{'' if numpy_cblas_gemm() else '-numbablas'}")
 
 
 def _build(program_of, key: str | None, inputs, specialized: bool):

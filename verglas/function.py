@@ -8,8 +8,7 @@ import operator
 
 import numpy as np
 
-from verglas import rewrite, schedule  # (modules: their functions are looked up at each call)
-from verglas.cpu_backend import cache
+from verglas import cache, rewrite, schedule  # (modules: functions looked up at each call)
 from verglas.cpu_backend.runtime import NO_WORKSPACE, build_runner, keep_workspace
 from verglas.graph.basic import Constant, Variable
 from verglas.graph.fg import FunctionGraph

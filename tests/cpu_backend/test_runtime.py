@@ -198,7 +198,7 @@ def test_a_warm_start_loads_the_graph_only_when_asked(tmp_path, monkeypatch):
     """A cached entry is called with the stored code alone; the optimized graph and Program
     load on first need (the general program of a call broadcasting at run time, `graph`,
     pickling), or are rebuilt when their file is gone."""
-    from verglas.cpu_backend import cache
+    from verglas import cache
 
     monkeypatch.setenv("VERGLAS_CACHE_DIR", str(tmp_path))
     cold = vg.compile(*_broadcasting_program())
@@ -225,7 +225,7 @@ def test_a_warm_start_loads_the_graph_only_when_asked(tmp_path, monkeypatch):
 
 
 def test_stored_bytecode_is_checked_against_its_source(tmp_path):
-    from verglas.cpu_backend import cache
+    from verglas import cache
 
     path = tmp_path / "m.py"
     path.write_text("VALUE = 1\n")

@@ -16,8 +16,9 @@ import types
 import numba
 import numpy as np
 
+from verglas import cache
 from verglas.config import config
-from verglas.cpu_backend import cache, kernels
+from verglas.cpu_backend import kernels
 from verglas.cpu_backend.blas import numpy_cblas_gemm
 from verglas.cpu_backend.codegen import generate
 from verglas.cpu_backend.dtypes import STORED_AS, from_storage, storage_dtype, to_storage

@@ -37,7 +37,7 @@ def test_temporaries_live_in_a_workspace_kept_across_calls():
     inputs, outs = _workspace_program()
     fast, ref = compile_pair(inputs, outs)
     runner = fast._runner
-    assert runner.workspace and "ws_carve" in runner.source
+    assert runner.workspace and "ws_carve" in runner.text
     w = rng(1).normal(size=(4, 4))
     results = []
     for n in (5, 300, 2, 0, 300, 1):  # the workspace grows, then serves smaller calls
@@ -68,7 +68,7 @@ def test_temporaries_sized_by_values_are_taken_as_they_come():
     r = vg.arange(n) * 1.5
     y = vg.exp(vg.sin(r) + x.sum())
     fast, ref = compile_pair([n, x], [y * 2.0, vg.cos(y).sum()])
-    assert "ws_take" in fast._runner.source and "ws_carve" in fast._runner.source
+    assert "ws_take" in fast._runner.text and "ws_carve" in fast._runner.text
     xv = rng(3).normal(size=4)
     sizes = []
     for count in (3, 5000, 7, 0, 5000, 20000):
@@ -93,7 +93,7 @@ def test_the_workspace_can_be_switched_off(monkeypatch):
     x = vg.tensor("x", (None, 3), "float64")
     w = vg.tensor("w", (3, 3), "float64")
     f = vg.compile([x, w], vg.exp(vg.tanh(x @ w) @ w).sum(axis=1))  # (a graph of its own)
-    assert not f._runner.workspace and "ws_take" not in f._runner.source
+    assert not f._runner.workspace and "ws_take" not in f._runner.text
     g = rng(7)
     xv, wv = g.normal(size=(5, 3)), g.normal(size=(3, 3))
     np.testing.assert_allclose(f(xv, wv), np.exp(np.tanh(xv @ wv) @ wv).sum(axis=1),
@@ -257,5 +257,5 @@ def test_generated_functions_ask_for_wide_vectors(monkeypatch, width):
     llvm = fn.inspect_llvm(fn.signatures[0])
     assert ('"prefer-vector-width"="512"' in llvm) == (width == 512)
     inputs, outs = _workspace_program()
-    source = compile_pair(inputs, outs)[0]._runner.source
+    source = compile_pair(inputs, outs)[0]._runner.text
     assert source.count("wide0()") == source.count("\ndef ")

@@ -79,3 +79,12 @@ def test_repeated_calls_reuse_kernels():
     a = random_array(RNG, "float32", (4, 4))
     f = compare_cuda(lambda x: vg.exp(x) - 1, [a], calls=3)
     assert "def program" in f._runner.text
+
+
+def test_source_shows_host_code_and_kernels():
+    x = vg.tensor("x", (None,), "float32")
+    f = vg.compile([x], vg.exp(x) * 2 + vg.constant(np.arange(3, dtype="float32")),
+                   device="cuda")
+    src = f.source()
+    assert "def program(L, in0" in src and "# K0 = " in src and "cuda.grid" in src
+    assert src.endswith(f._runner.text + "\n") and "launcher" in src

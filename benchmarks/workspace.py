@@ -30,7 +30,7 @@ ROUNDS = 5
 
 def _measure_here(names: list[str]) -> list[dict]:
     """Per program: median seconds with and without the workspace, and numpy's (interleaved)."""
-    from verglas.cpu_backend import codegen
+    import verglas as vg
 
     frames = {f.name: f for f in frameworks("cpu")}
     rows = []
@@ -39,9 +39,9 @@ def _measure_here(names: list[str]) -> list[dict]:
             arrays = case.make_inputs()
             runs = {}
             for use in (True, False):
-                codegen.WORKSPACE = use
+                vg.config.workspace = use
                 runs["workspace" if use else "fresh"] = frames["verglas"].build(case, arrays)
-            codegen.WORKSPACE = True
+            del vg.config.workspace  # (back to the environment's)
             runs["numpy"] = frames["numpy"].build(case, arrays)
             times: dict[str, list[float]] = {k: [] for k in runs}
             for _ in range(ROUNDS):  # in turn, so that all see the same machine

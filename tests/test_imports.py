@@ -3,23 +3,28 @@
 Every module of the package is read with `ast` (every import, at the top and inside functions)
 and assigned a layer; a module imports only from its own layer or the layers below:
 
-    layer     modules                                    what it is
-    0 graph   verglas.graph (incl. graph.reference)      the IR; the reference executor, which
+    layer      modules                                   what it is
+    0 config   verglas.config                            the switches (VERGLAS_* variables)
+    1 graph    verglas.graph (incl. graph.reference)     the IR; the reference executor, which
                                                          runs a frozen graph through each op's
                                                          `perform`
-    1 ops     verglas.ops                                the array language (with `vjp`: the
+    2 ops      verglas.ops                               the array language (with `vjp`: the
                                                          inner-graph ops differentiate their
                                                          bodies)
-    2 grad    verglas.grad                               the user's `grad`
-    3 rewrite verglas.rewrite                            rewrites, registry, pipeline
-    4 sched   verglas.schedule                           Program: steps, buffers, memory plan
-    5 source  verglas.source, verglas.scalar_code        what both code generators share
-    6 backend verglas.cpu_backend, verglas.cuda_backend  numba CPU and numba.cuda code
-    7 func    verglas.function, verglas.testing          compile() and Function; verify_grad
-    8 api     verglas (__init__), verglas.demo           the public names; a demo script
+    3 grad     verglas.grad                              the user's `grad`
+    4 rewrite  verglas.rewrite                           rewrites, registry, pipeline
+    5 sched    verglas.schedule                          Program: steps, buffers, memory plan
+    6 source   verglas.source, verglas.scalar_code       what both code generators share
+    7 protocol verglas.backend, verglas.cache            the backend protocol and registry; the
+                                                         on-disk cache every backend uses
+    8 backends verglas.*_backend (cpu_backend,           one package (or module) per backend,
+               cuda_backend, reference_backend)          registered by device name
+    9 func     verglas.function, verglas.testing         compile() and Function; verify_grad
+   10 api      verglas (__init__), verglas.demo          the public names (importing every
+                                                         backend); a demo script
 
-Within a layer, packages import each other without cycles (cuda_backend uses cpu_backend's
-cache), and the modules' top-level imports form a DAG: no cycle is closed by an import
+Within a layer, packages import each other without cycles (the backends import none of each
+other), and the modules' top-level imports form a DAG: no cycle is closed by an import
 inside a function. Imports inside functions are for optional third-party packages; the few
 of verglas itself are listed in ALLOWED, each with why it cannot be at the top.
 """
@@ -27,6 +32,7 @@ of verglas itself are listed in ALLOWED, each with why it cannot be at the top.
 from __future__ import annotations
 
 import ast
+from fnmatch import fnmatchcase
 from pathlib import Path
 
 import pytest
@@ -35,14 +41,17 @@ import verglas
 
 ROOT = Path(verglas.__file__).parent
 
+# (a prefix with a `*` matches by pattern: a new backend package needs no line here)
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("config", ("verglas.config",)),
     ("graph", ("verglas.graph",)),
     ("ops", ("verglas.ops",)),
     ("grad", ("verglas.grad",)),
     ("rewrite", ("verglas.rewrite",)),
     ("schedule", ("verglas.schedule",)),
     ("source", ("verglas.source", "verglas.scalar_code")),
-    ("backend", ("verglas.cpu_backend", "verglas.cuda_backend")),
+    ("protocol", ("verglas.backend", "verglas.cache")),
+    ("backends", ("verglas.*_backend",)),
     ("function", ("verglas.function", "verglas.testing")),
     ("api", ("verglas", "verglas.demo")),
 )
@@ -52,8 +61,9 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("verglas.graph.fg", "verglas.graph.frozen"):
         "FunctionGraph.freeze: the way in to the frozen IR, whose unfreeze() (the way out) "
         "builds a FunctionGraph, so frozen.py imports this module",
-    ("verglas.function", "verglas.cuda_backend.runtime"):
-        "only for device='cuda': the CUDA backend imports numba.cuda at import",
+    ("verglas.cuda_backend", "verglas.cuda_backend.runtime"):
+        "CUDABackend.runner: the CUDA code generator and runtime load when a program asks "
+        "for device='cuda' (registering the backend, at `import verglas`, loads neither)",
 }
 
 
@@ -107,6 +117,14 @@ def layer_of(name: str) -> int:
     best, best_len = None, -1
     for k, (_, prefixes) in enumerate(LAYERS):
         for prefix in prefixes:
+            if "*" in prefix:  # a pattern: the module it matches, or one inside it
+                parts = name.split(".")
+                found = next((".".join(parts[:n]) for n in range(len(parts), 0, -1)
+                              if fnmatchcase(".".join(parts[:n]), prefix)), None)
+                if found is not None and found.count(".") == prefix.count(".") \
+                        and len(prefix) > best_len:
+                    best, best_len = k, len(prefix)
+                continue
             inside = name.startswith(prefix + ".") and prefix != "verglas"  # (the root: itself)
             if (name == prefix or inside) and len(prefix) > best_len:
                 best, best_len = k, len(prefix)
@@ -235,6 +253,11 @@ def _package(**modules: str) -> dict[str, tuple[str, bool]]:
           verglas__cuda_backend__b="def f():\n    from verglas.cpu_backend import a\n"),
      "packages import each other: verglas.cpu_backend <-> verglas.cuda_backend"),
     (dict(verglas__nowhere="import numpy"), "verglas.nowhere has no layer"),
+    (dict(verglas__tpu_backend__a="from verglas.function import f", verglas__function=""),
+     "layer function is above backends"),  # (a new backend is in its layer by its name)
+    (dict(verglas__tpu_backend="from verglas.cpu_backend import a",
+          verglas__cpu_backend__a="from verglas import tpu_backend"),
+     "packages import each other: verglas.cpu_backend <-> verglas.tpu_backend"),
 ])
 def test_checker_reports(modules, expected):
     problems = violations(_package(**modules), allowed={})

@@ -2,7 +2,10 @@
 
 __version__ = "0.1.0"
 
-import verglas.cpu_backend.runtime  # noqa: F401  (numba's CPU target, set up at import)
+import importlib
+import pkgutil
+
+from verglas.config import config
 from verglas.function import Function, asnumpy, compile
 from verglas.grad import grad
 from verglas.graph.printing import dprint
@@ -24,8 +27,15 @@ from verglas.ops.scan import scan
 from verglas.ops.shape import arange, broadcast_to, full, ones, reshape, zeros
 from verglas.ops.variable import scalar, tensor
 
+# every backend registers itself when it loads (verglas/backend.py): each module
+# verglas/<device>_backend is imported here, so a new backend is one new package
+for _module in pkgutil.iter_modules(__path__):
+    if _module.name.endswith("_backend"):
+        importlib.import_module(f"{__name__}.{_module.name}")
+del _module
+
 __all__ = [
-    "Function", "asnumpy", "compile", "grad", "dprint", "expand_dims", "squeeze",
+    "Function", "asnumpy", "compile", "config", "grad", "dprint", "expand_dims", "squeeze",
     "transpose", "inc_subtensor", "set_subtensor", "dot", "matmul", "abs", "add", "bitwise_and",
     "bitwise_or", "bitwise_xor", "cast", "ceil", "clip", "conj", "cos", "divide", "eq", "erf",
     "exp", "expm1", "floor", "floor_divide", "full_like", "ge", "gt", "imag", "invert", "isinf",

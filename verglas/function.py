@@ -2,26 +2,19 @@
 
 from __future__ import annotations
 
-import builtins
-import hashlib
 import operator
 
 import numpy as np
 
-from verglas import rewrite, schedule  # (modules: their functions are looked up at each call)
-from verglas.cpu_backend import cache
-from verglas.cpu_backend.runtime import NO_WORKSPACE, build_runner, keep_workspace
+from verglas import backend as backends
+from verglas import cache, rewrite, schedule  # (modules: functions looked up at each call)
 from verglas.graph.basic import Constant, Variable
 from verglas.graph.fg import FunctionGraph
 from verglas.graph.frozen import FrozenFunctionGraph, freeze
 from verglas.graph.printing import dprint
-from verglas.graph.reference import ReferenceRunner
 from verglas.graph.types import TensorType
 
 __all__ = ["compile", "Function", "asnumpy"]
-
-DEVICES = ("cpu", "cuda")
-MODES = ("fast_run", "fast_compile", "reference")
 
 
 def compile(inputs, outputs, device: str = "cpu", mode: str = "fast_run") -> Function:
@@ -41,17 +34,15 @@ def compile(inputs, outputs, device: str = "cpu", mode: str = "fast_run") -> Fun
     for k, out in enumerate(outputs):
         if not isinstance(out, Variable):
             raise TypeError(f"compile: output {k} is {type(out).__name__}, not a variable")
-    if device not in DEVICES:
-        raise ValueError(f"compile: device must be one of {DEVICES}, not {device!r}")
-    if not (isinstance(mode, rewrite.Mode) or isinstance(mode, str) and mode in MODES):
-        raise ValueError(f"compile: mode must be one of {MODES} or a rewrite Mode, not {mode!r}")
+    # the device selects a backend, the mode the rewrites (a mode a backend owns: none)
+    backend, rewrites = backends.select(device, mode)
     names = [v.name or f"input{k}" for k, v in enumerate(inputs)]
-    if mode == "reference":
+    if not rewrites:  # the graph as written (nothing to store: freezing is all it costs)
         return Function(freeze(inputs, outputs), names, single, device, mode)
     mode_key = mode if isinstance(mode, str) else repr((sorted(mode.include),
                                                         sorted(mode.exclude)))
-    key = cache.cache_key(freeze(inputs, outputs).fingerprint(), mode_key, device)
-    directory = cache.entry_dir(device, key)
+    key = cache.cache_key(freeze(inputs, outputs).fingerprint(), mode_key, backend.name)
+    directory = cache.entry_dir(backend.name, key)
     entry = directory / "function.pkl"
 
     def optimized() -> tuple[FrozenFunctionGraph, object]:
@@ -61,7 +52,7 @@ def compile(inputs, outputs, device: str = "cpu", mode: str = "fast_run") -> Fun
         if isinstance(cached, dict) and isinstance(cached.get("graph"), FrozenFunctionGraph):
             return cached["graph"], cached.get("program")
         graph = _optimize(inputs, outputs, mode)
-        program = _lower(graph, names)
+        program = _lower(graph, names) if backend.lowers else None
         cache.store_pickle(entry, {"graph": graph, "program": program})
         cache.store_pickle(directory / "inputs.pkl",
                            [(v.type.dtype, v.type.shape) for v in graph.inputs])
@@ -69,8 +60,9 @@ def compile(inputs, outputs, device: str = "cpu", mode: str = "fast_run") -> Fun
 
     # a warm start needs only the input types and the backend's stored code: the graph and
     # Program (tens of ms to unpickle for thousands of nodes) load if something asks for them
+    # (a backend that stores no code asks for them at once)
     types = cache.load_pickle(directory / "inputs.pkl") if entry.exists() else None
-    if device == "cpu" and isinstance(types, list) and len(types) == len(inputs):
+    if isinstance(types, list) and len(types) == len(inputs):
         return Function(None, names, single, device, mode, key, load=optimized,
                         input_types=[TensorType(d, shape) for d, shape in types])
     graph, program = optimized()
@@ -139,35 +131,27 @@ class Function:
 
     @property
     def program(self):
-        """The scheduled Program (None in reference mode)."""
-        if self.mode == "reference":
+        """The scheduled Program (None where the backend runs the frozen graph itself, as the
+        reference executor does)."""
+        if not self._backend.lowers:
             return None
         if self._program is None:
             self._program = _lower(self.graph, self.input_names)
         return self._program
 
+    def _code(self):
+        """What the backend runs: the Program, or the optimized frozen graph."""
+        return self.program if self._backend.lowers else self.graph
+
     def _build(self):
+        self._backend, _ = backends.select(self.device, self.mode)
         self._specs = [(np.dtype(t.dtype), t.ndim,
                         t.shape if any(s is not None for s in t.shape) else None)
                        for t in self._input_types]
-        self._contiguous = False
-        self._fast = self._call_checked
-        if self.mode == "reference":
-            self._runner = ReferenceRunner(self.graph)
-            return
-        if self.device == "cpu":
-            self._runner = build_runner(lambda: self.program, self.cache_key,
-                                        [(t.dtype, t.ndim) for t in self._input_types])
-            self._runner.compile()
-            self._contiguous = True
-            if not self._runner.converts:  # (float16 arguments go through the runner)
-                self._fast = _fast_call(self)
-            return
-        else:
-            # imported when a program asks for it: most processes never load the CUDA backend
-            from verglas.cuda_backend.runtime import build_runner as build_cuda_runner
-
-            self._runner = build_cuda_runner(self.program, self.cache_key)
+        self._runner = self._backend.runner(self._code, self.cache_key, self._input_types)
+        self._contiguous = self._runner.contiguous
+        self._fast = (self._runner.fast_call(self._specs, self.single, self._call_checked)
+                      or self._call_checked)
 
     # -- the call --------------------------------------------------------------------------
     # f(*args) calls self._fast(*args) with no frame of its own in between: Python looks
@@ -196,16 +180,15 @@ class Function:
                 value = np.array(value, order="C")
             values[k] = value
         outputs = self._runner(values)
-        if self.mode == "reference":
-            outputs = _owned(outputs, values)
         return outputs[0] if self.single else outputs
 
     def _convert(self, k, ttype, arg):
         label = f"input {k} ({self.input_names[k]!r})"
         if _is_device_array(arg):
-            if self.device == "cuda" and self.mode != "reference":
-                return self._runner.accept(ttype, arg, label)  # zero copy, checked like filter
-            arg = asnumpy(arg)
+            accepted = self._runner.accept(ttype, arg, label)  # zero copy, checked like filter
+            if accepted is not None:
+                return accepted
+            arg = asnumpy(arg)  # (a backend that takes numpy arrays only)
         if not isinstance(arg, np.ndarray):
             try:
                 arg = np.asarray(arg)
@@ -220,6 +203,12 @@ class Function:
     def dprint(self, file=None):
         """Print the optimized graph."""
         return dprint(self.graph, file=file)
+
+    def source(self) -> str:
+        """The generated code that runs, readable on its own: the CPU backend's numba module,
+        the CUDA backend's host function and kernels; for the reference executor, what it
+        runs instead (no code is generated)."""
+        return self._runner.source()
 
     def __repr__(self):
         return (f"Function({', '.join(self.input_names)} -> {len(self.graph.outputs)} outputs, "
@@ -240,87 +229,6 @@ class Function:
         self._attach(graph, program)
         self._input_types = [v.type for v in graph.inputs]
         self._build()
-
-
-def _fast_call(function: Function):
-    """A generated wrapper that hands arrays that already fit straight to the jitted program.
-
-    It checks exactly what the program's one signature assumes (ndarray, dtype, ndim, C order,
-    writable, static dims) and falls back to the checked call for anything else. (numba's
-    dispatcher would refuse the rest too, since it may compile no other signature, but its
-    TypeError costs ~50 us where these checks cost ~0.2 us.)
-    """
-    runner = function._runner
-    n = len(function._specs)
-    names = [f"a{k}" for k in range(n)]
-    conds = []
-    for k, (name, (dtype, ndim, static)) in enumerate(zip(names, function._specs)):
-        conds.append(f"type({name}) is ndarray and {name}.dtype is D{k} and "
-                     f"{name}.ndim == {ndim}")
-        if k in runner.direct:  # (packed 0-d inputs travel in a new array)
-            conds.append(f"(F := {name}.flags).c_contiguous and F.writeable")
-        for axis, dim in enumerate(static or ()):
-            if dim is not None:
-                conds.append(f"{name}.shape[{axis}] == {dim}")
-    consts = "".join(f", C{k}" for k in range(len(runner.arg_constants)))
-    unpack = f"{', '.join(names)}{',' if n == 1 else ''} = args" if n else "pass"
-    test = " and ".join(conds) if conds else "True"
-    call_args = [names[k] for k in runner.direct]
-    call_args += [f"array(({''.join(names[k] + ', ' for k in ks)}), P{j})"
-                  for j, (_, ks) in enumerate(runner.packing)]
-    take = give = ""
-    if runner.workspace:  # see CPURunner: one workspace per call running at once
-        result = "r[0]" if function.single else "list(r[:-2])"
-        take = "            w = POOL.pop() if POOL else NO_WS\n"
-        give = "            KEEP(POOL, r[-2], r[-1])\n"
-    elif runner.bare:
-        result = "r" if function.single else "[r]"
-    else:
-        result = "r[0]" if function.single else "list(r)"
-    call = f"JIT({', '.join(call_args)}{consts}{', w' if runner.workspace else ''})"
-    source = (f"def fast(*args):\n"
-              f"    if len(args) == {n}:\n"
-              f"        {unpack}\n"
-              f"        if {test}:\n"
-              f"{take}"
-              f"            try:\n"
-              f"                r = {call}\n"
-              f"            except RETRY:\n"  # broadcasting at run time: the general program
-              f"                return checked(*args)\n"
-              f"{give}"
-              f"            return {result}\n"
-              f"    return checked(*args)\n")
-    namespace = {"ndarray": np.ndarray, "JIT": runner.jitted, "checked": function._call_checked,
-                 "array": np.array, "RETRY": getattr(runner, "retry_on", ()),
-                 "POOL": runner.pool, "NO_WS": NO_WORKSPACE, "KEEP": keep_workspace}
-    namespace.update({f"P{j}": np.dtype(d) for j, (d, _) in enumerate(runner.packing)})
-    namespace.update({f"D{k}": spec[0] for k, spec in enumerate(function._specs)})
-    namespace.update({f"C{k}": c for k, c in enumerate(runner.arg_constants)})
-    if function.cache_key is None:
-        code = builtins.compile(source, "<verglas fast call>", "exec")
-    else:  # stored beside the program: a warm start loads its bytecode
-        # named by its text: one graph compiled for one output or for a list of them has two
-        digest = hashlib.sha256(source.encode()).hexdigest()[:16]
-        path = cache.entry_dir(function.device, function.cache_key) / f"fastcall-{digest}.py"
-        if not path.exists() or path.read_text() != source:
-            cache.write_atomic(path, source.encode())
-        code = cache.code_of(path)
-    exec(code, namespace)
-    return namespace["fast"]
-
-
-def _owned(outputs: list, inputs: list) -> list:
-    """Outputs the caller owns: copies of anything aliasing an input, a constant or another
-    output, and of read-only arrays."""
-    result = []
-    for k, out in enumerate(outputs):
-        out = np.asarray(out)
-        if (not out.flags.writeable or not out.flags.owndata
-                or any(np.may_share_memory(out, a) for a in inputs)
-                or any(np.may_share_memory(out, o) for o in result)):
-            out = out.copy()
-        result.append(out)
-    return result
 
 
 def _is_device_array(arg) -> bool:

@@ -272,3 +272,18 @@ def test_products_through_numpy_blas_or_numbas(tmp_path, numpy_blas):
     wheel = bool(glob.glob(os.path.join(libs, "libscipy_openblas64_*")))
     expected = "['d', 's']" if numpy_blas == "1" and wheel else "[]"
     assert out.stdout.strip().splitlines()[-1] == expected
+
+
+def test_a_program_stored_with_one_blas_is_not_loaded_with_the_other(tmp_path):
+    """Whose gemm products call is part of a stored program's key: its machine code names
+    numpy's CBLAS symbols, which VERGLAS_NUMPY_BLAS=0 leaves unregistered (loading it then
+    crashed the process)."""
+    import os
+    import subprocess
+    import sys
+
+    for numpy_blas in ("1", "0", "1"):
+        env = dict(os.environ, VERGLAS_CACHE_DIR=str(tmp_path), VERGLAS_NUMPY_BLAS=numpy_blas)
+        out = subprocess.run([sys.executable, "-c", _BLAS_SCRIPT], env=env, text=True,
+                             capture_output=True, timeout=300)
+        assert out.returncode == 0, (numpy_blas, out.returncode, out.stderr[-2000:])

@@ -44,7 +44,7 @@ def _mlp_grad():
 
 def test_a_gradient_checks_its_inputs_once():
     inputs, outputs = _mlp_grad()
-    source = compile_pair(inputs, outputs)[0]._runner.source
+    source = compile_pair(inputs, outputs)[0]._runner.text
     program = source[source.index("def program("):]
     # the forward pass checks its inputs; the backward pass's dims follow from them
     assert program.count("raise ") <= 5, program

@@ -29,6 +29,6 @@ def test_one_bounds_check_per_array_and_axis():
     for i in range(1, 12):
         acc = acc + a[i] * vg.sin(x + i)
     f = vg.compile([x, a], acc)
-    source = f._runner.source
+    source = f.source()
     assert source.count("raise IndexError") == 1 and "in1.shape[0] <= 11" in source
     compare_backend([x, a], [acc], [np.linspace(0, 3, 9), np.arange(12.0)])

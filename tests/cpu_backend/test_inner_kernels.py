@@ -27,7 +27,7 @@ def test_op_from_graph_used_twice():
     g = rng(0)
     compare_backend(inputs, outs, [g.normal(size=(3, 3)), g.normal(size=(3, 3))])
     fast, _ = compile_pair(inputs, outs)
-    source = fast._runner.source
+    source = fast._runner.text
     assert source.count("def sub") == 1  # one function for the one distinct sub-program
     assert source.count("= sub") == 2  # called twice
 

@@ -109,7 +109,7 @@ def test_parallel_rows_under_concurrent_calls():
     x = vg.tensor("x", shape=(None, None), dtype="float32")
     outs = [vg.softmax(x), vg.logsumexp(x, axis=1)]
     fast, ref = compile_pair([x], outs)
-    assert ("parallel_range" in fast._runner.source) == parallel_rows()
+    assert ("parallel_range" in fast._runner.text) == parallel_rows()
     shapes = [(1024 + k, 40) if k % 2 else (64 + k, 33) for k in range(8)]
     assert 1025 * 40 >= SERIAL_WORK > 71 * 33
     data = [rng(k).normal(size=shape).astype("float32") for k, shape in enumerate(shapes)]

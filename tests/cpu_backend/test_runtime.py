@@ -37,7 +37,7 @@ def test_temporaries_live_in_a_workspace_kept_across_calls():
     inputs, outs = _workspace_program()
     fast, ref = compile_pair(inputs, outs)
     runner = fast._runner
-    assert runner.workspace and "ws_carve" in runner.source
+    assert runner.workspace and "ws_carve" in runner.text
     w = rng(1).normal(size=(4, 4))
     results = []
     for n in (5, 300, 2, 0, 300, 1):  # the workspace grows, then serves smaller calls
@@ -68,7 +68,7 @@ def test_temporaries_sized_by_values_are_taken_as_they_come():
     r = vg.arange(n) * 1.5
     y = vg.exp(vg.sin(r) + x.sum())
     fast, ref = compile_pair([n, x], [y * 2.0, vg.cos(y).sum()])
-    assert "ws_take" in fast._runner.source and "ws_carve" in fast._runner.source
+    assert "ws_take" in fast._runner.text and "ws_carve" in fast._runner.text
     xv = rng(3).normal(size=4)
     sizes = []
     for count in (3, 5000, 7, 0, 5000, 20000):
@@ -89,13 +89,11 @@ def test_threads_calling_at_once_each_get_a_workspace():
 
 
 def test_the_workspace_can_be_switched_off(monkeypatch):
-    from verglas.cpu_backend import codegen
-
-    monkeypatch.setattr(codegen, "WORKSPACE", False)
+    monkeypatch.setattr(vg.config, "workspace", False)
     x = vg.tensor("x", (None, 3), "float64")
     w = vg.tensor("w", (3, 3), "float64")
     f = vg.compile([x, w], vg.exp(vg.tanh(x @ w) @ w).sum(axis=1))  # (a graph of its own)
-    assert not f._runner.workspace and "ws_take" not in f._runner.source
+    assert not f._runner.workspace and "ws_take" not in f._runner.text
     g = rng(7)
     xv, wv = g.normal(size=(5, 3)), g.normal(size=(3, 3))
     np.testing.assert_allclose(f(xv, wv), np.exp(np.tanh(xv @ wv) @ wv).sum(axis=1),
@@ -200,7 +198,7 @@ def test_a_warm_start_loads_the_graph_only_when_asked(tmp_path, monkeypatch):
     """A cached entry is called with the stored code alone; the optimized graph and Program
     load on first need (the general program of a call broadcasting at run time, `graph`,
     pickling), or are rebuilt when their file is gone."""
-    from verglas.cpu_backend import cache
+    from verglas import cache
 
     monkeypatch.setenv("VERGLAS_CACHE_DIR", str(tmp_path))
     cold = vg.compile(*_broadcasting_program())
@@ -227,7 +225,7 @@ def test_a_warm_start_loads_the_graph_only_when_asked(tmp_path, monkeypatch):
 
 
 def test_stored_bytecode_is_checked_against_its_source(tmp_path):
-    from verglas.cpu_backend import cache
+    from verglas import cache
 
     path = tmp_path / "m.py"
     path.write_text("VALUE = 1\n")
@@ -248,7 +246,7 @@ def test_generated_functions_ask_for_wide_vectors(monkeypatch, width):
 
     from verglas.cpu_backend import intrinsics
 
-    monkeypatch.setattr(intrinsics, "PREFERRED_VECTOR_WIDTH", width)
+    monkeypatch.setattr(vg.config, "vector_width", width or 0)  # (0: LLVM's own choice)
 
     def body(x):
         intrinsics.prefer_wide_vectors()
@@ -259,5 +257,5 @@ def test_generated_functions_ask_for_wide_vectors(monkeypatch, width):
     llvm = fn.inspect_llvm(fn.signatures[0])
     assert ('"prefer-vector-width"="512"' in llvm) == (width == 512)
     inputs, outs = _workspace_program()
-    source = compile_pair(inputs, outs)[0]._runner.source
+    source = compile_pair(inputs, outs)[0]._runner.text
     assert source.count("wide0()") == source.count("\ndef ")

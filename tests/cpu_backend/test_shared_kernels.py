@@ -18,7 +18,7 @@ from verglas.cpu_backend.reroll import reroll, reroll_loops
 
 
 def _source(inputs, outputs) -> str:
-    return compile_pair(inputs, outputs)[0]._runner.source
+    return compile_pair(inputs, outputs)[0]._runner.text
 
 
 def _program_body(src: str) -> str:
@@ -155,7 +155,7 @@ y = a[0] * vg.sin(x)
 for i in range(1, 150):
     y = y + a[i] * vg.sin(x + i)
 f = vg.compile([x, *a], y)
-assert "rerolled" in f._runner.source and "scalars_at" in f._runner.source
+assert "rerolled" in f._runner.text and "scalars_at" in f._runner.text
 xv, av = np.linspace(-2, 2, 7), [np.float64(i % 5 - 2) for i in range(150)]
 assert np.allclose(f(xv, *av), sum(av[i] * np.sin(xv + i) for i in range(150)))
 print("ok")

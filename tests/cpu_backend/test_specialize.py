@@ -30,7 +30,7 @@ def _arrays(n, k, m, bias, seed=0):
 
 def test_specialized_source_has_no_broadcast_copies(bias_grad):
     fast, _ = compile_pair(*bias_grad)
-    source = fast._runner.source
+    source = fast._runner.text
     assert "RuntimeBroadcast" in source
     assert "broadcast_into" not in source and "sum_to_shape" not in source
     assert fast._runner._general is None  # nothing general compiled for the usual calls
@@ -81,7 +81,7 @@ def test_ops_used_twice_share_one_checked_kernel():
     outs = [h2, vg.sum(h1, axis=0, keepdims=True), vg.sum(h2, axis=0, keepdims=True)]
     inputs = [x, w1, b1, w2, b2]
     fast, _ = compile_pair(inputs, outs)
-    source = fast._runner.source
+    source = fast._runner.text
     assert source.count("def kern") == 1 and source.count("def kred") == 1
     assert source.count("kern0(") == 3 and source.count("kred0(") == 3  # (with the def)
     g = rng(4)

@@ -42,7 +42,7 @@ def test_shared_kernel_compiled_once_on_cpu():
     a = [vg.scalar(f"a{i}") for i in range(100)]
     y = sum(a[i] * vg.sin(x + i) for i in range(100))
     f = vg.compile([x, *a], y)
-    src = f._runner.source
+    src = f._runner.text
     names = [line.split("(")[0][4:] for line in src.splitlines() if line.startswith("def kern")]
     assert names and any(src.count(f"{n}(") > 2 for n in names)  # defined once, called often
     xv = np.random.rand(7)
@@ -56,7 +56,7 @@ def test_shared_kernel_serves_call_sites_of_different_static_shapes():
     ps = [vg.tensor(f"p{k}", shape=s, dtype="float32") for k, s in enumerate(shapes)]
     gs = [vg.tensor(f"g{k}", shape=s, dtype="float32") for k, s in enumerate(shapes)]
     f = vg.compile([*ps, *gs], [p - 0.05 * g for p, g in zip(ps, gs)])
-    assert "def kern" in f._runner.source
+    assert "def kern" in f._runner.text
     rng = np.random.default_rng(0)
     pv = [rng.standard_normal(s).astype("float32") for s in shapes]
     gv = [rng.standard_normal(s).astype("float32") for s in shapes]

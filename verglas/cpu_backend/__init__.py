@@ -1,6 +1,12 @@
-"""The numba CPU backend: one jitted function per Program (kernels, codegen, runtime, cache)."""
+"""The numba CPU backend: one jitted function per Program (kernels, codegen, runtime).
+
+Registered as device "cpu" on import (see verglas/backend.py).
+"""
 
 from numba.core.registry import cpu_target
+
+from verglas.backend import register
+from verglas.cpu_backend.runtime import CPUBackend
 
 
 def _initialize_numba() -> None:
@@ -12,3 +18,4 @@ def _initialize_numba() -> None:
 
 
 _initialize_numba()
+register(CPUBackend())

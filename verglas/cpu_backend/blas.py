@@ -18,6 +18,8 @@ import os
 import numpy as np
 from llvmlite import binding
 
+from verglas.config import config
+
 __all__ = ["numpy_cblas_gemm", "ROW_MAJOR", "COL_MAJOR", "NO_TRANS", "TRANS"]
 
 COL_MAJOR, ROW_MAJOR = 102, 101  # CBLAS enums
@@ -26,14 +28,17 @@ NO_TRANS, TRANS = 111, 112
 _SYMBOLS = {"s": "scipy_cblas_sgemm64_", "d": "scipy_cblas_dgemm64_"}
 
 
-@functools.cache
 def numpy_cblas_gemm() -> dict[str, str]:
     """{'s': name, 'd': name}: the LLVM symbols of numpy's CBLAS sgemm/dgemm (ILP64:
     `void gemm(int order, int transa, int transb, int64 m, n, k, T alpha, T *a, int64 lda,
     T *b, int64 ldb, T beta, T *c, int64 ldc)`), registered on first call; {} when numpy's
-    BLAS is not such a library (VERGLAS_NUMPY_BLAS=0 also says no)."""
-    if os.environ.get("VERGLAS_NUMPY_BLAS", "") == "0":
-        return {}
+    BLAS is not such a library (`config.numpy_blas` False, VERGLAS_NUMPY_BLAS=0, also says no)."""
+    return _registered() if config.numpy_blas else {}
+
+
+@functools.cache
+def _registered() -> dict[str, str]:
+    """Find numpy's CBLAS gemm and register its symbols with LLVM (once per process)."""
     libs = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
     found = {}
     for path in sorted(glob.glob(os.path.join(libs, "libscipy_openblas64_*"))):

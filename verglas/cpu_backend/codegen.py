@@ -3,12 +3,12 @@ compiles as a single unit (one compilation per program, whatever the number of s
 
 from __future__ import annotations
 
-import os
 import re
 from collections import Counter
 
 import numpy as np
 
+from verglas.config import config
 # each kernel module registers its ops' kernels into `emit` (and their helpers) on import
 from verglas.cpu_backend import (array_kernels, index_kernels, inner_kernels,  # noqa: F401
                                  reduce_kernels)
@@ -35,9 +35,6 @@ PACK_THRESHOLD = 4
 # function its steps call: compiling a kernel costs about as much as one inline loop nest,
 # each call a few ms.
 SHARE_MIN_USES = 2
-# Temporaries live in a workspace kept across calls (see _Storage); VERGLAS_WORKSPACE=0 makes
-# every call allocate them afresh (nothing held between calls, at some speed: see README)
-WORKSPACE = os.environ.get("VERGLAS_WORKSPACE", "1") != "0"
 
 
 class _Names(dict):
@@ -499,7 +496,9 @@ def generate(program, name: str = "program", parent: ProgramSource | None = None
             args.append(names[buf.id])
         contiguous[buf.id] = True
 
-    storage = _Storage(program, names, src, workspace=parent is None and WORKSPACE)
+    # temporaries live in a workspace kept across calls (see _Storage); config.workspace False
+    # (VERGLAS_WORKSPACE=0) makes every call allocate them afresh (nothing held between calls)
+    storage = _Storage(program, names, src, workspace=parent is None and config.workspace)
 
     for unit in program.units():
         members = [unit] if isinstance(unit, Step) else unit.steps

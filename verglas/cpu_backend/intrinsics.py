@@ -10,13 +10,14 @@ dtype) a program uses (40-150 ms each); `empty_c` lowers the allocation in place
 
 from __future__ import annotations
 
-import os
+import functools
 
 import llvmlite.binding as ll
 from llvmlite import ir as llvm_ir
 from numba.core import cgutils, types
 from numba.core.extending import intrinsic
 
+from verglas.config import config
 from verglas.cpu_backend.dtypes import np_dtype
 
 try:  # numba's own lowering of np.empty's body (numba.np.arrayobj, stable for years)
@@ -341,33 +342,34 @@ def ws_carve(typingctx, ws, offset, shape, dtype):
     return ret(ws, offset, shape, dtype), codegen
 
 
-def _preferred_vector_width() -> int | None:
-    """The vector width (bits) LLVM should prefer on this machine: 512 where AVX-512 is there
-    (LLVM's tuning for recent Intel server chips stays at 256: measured here, a float32 tanh
-    loop runs 20-25% faster with 512), unless VERGLAS_VECTOR_WIDTH says otherwise."""
-    choice = os.environ.get("VERGLAS_VECTOR_WIDTH", "")
-    if choice:
-        return int(choice) if choice.isdigit() else None
+def preferred_vector_width() -> int | None:
+    """The vector width (bits) LLVM should prefer in the programs compiled now, None for LLVM's
+    own choice: `config.vector_width` (VERGLAS_VECTOR_WIDTH), else this machine's."""
+    width = config.vector_width
+    return _host_vector_width() if width is None else width or None
+
+
+@functools.cache
+def _host_vector_width() -> int | None:
+    """512 where AVX-512 is there (LLVM's tuning for recent Intel server chips stays at 256:
+    measured here, a float32 tanh loop runs 20-25% faster with 512), else LLVM's choice."""
     try:
         return 512 if "+avx512f" in ll.get_host_cpu_features().flatten().split(",") else None
     except RuntimeError:  # pragma: no cover - no host feature query
         return None
 
 
-PREFERRED_VECTOR_WIDTH = _preferred_vector_width()
-
-
 @intrinsic
 def prefer_wide_vectors(typingctx):
-    """Ask LLVM to vectorize the calling function's loops at PREFERRED_VECTOR_WIDTH (called at
-    the top of every generated function; nothing where no width is preferred). The attribute
-    is set on the caller: an intrinsic's code is lowered into it."""
+    """Ask LLVM to vectorize the calling function's loops at preferred_vector_width() (called
+    at the top of every generated function; nothing where no width is preferred). The attribute
+    is set on the caller: an intrinsic's code is lowered into it, when the function compiles."""
 
     def codegen(context, builder, sig, args):
-        if PREFERRED_VECTOR_WIDTH:
+        width = preferred_vector_width()
+        if width:
             # (llvmlite checks attribute names against a fixed list without string ones)
-            set.add(builder.function.attributes,
-                    f'"prefer-vector-width"="{PREFERRED_VECTOR_WIDTH}"')
+            set.add(builder.function.attributes, f'"prefer-vector-width"="{width}"')
         return context.get_dummy_value()
 
     return types.none(), codegen

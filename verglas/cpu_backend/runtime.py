@@ -1,13 +1,15 @@
-"""Compiling a generated program with numba and calling it.
+"""The CPU backend's runner: compiling a generated program with numba and calling it.
 
 The program's source is written to the cache directory as a module and jitted with
 `numba.njit(cache=True)`, so a second process loads machine code instead of compiling. The
 module's globals (constants, jitted helpers) are stored beside it and re-resolved on import.
+A Function calls the jitted program through a generated fast call (`CPURunner.fast_call`).
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import pickle
 import sys
 import threading
@@ -16,14 +18,20 @@ import types
 import numba
 import numpy as np
 
-from verglas.cpu_backend import cache, codegen, intrinsics, kernels
+from verglas import cache
+from verglas.backend import Backend, Runner
+from verglas.config import config
+from verglas.cpu_backend import kernels
+from verglas.cpu_backend.blas import numpy_cblas_gemm
 from verglas.cpu_backend.codegen import generate
 from verglas.cpu_backend.dtypes import STORED_AS, from_storage, storage_dtype, to_storage
+from verglas.cpu_backend.intrinsics import preferred_vector_width
 from verglas.cpu_backend.kernels import RuntimeBroadcast
 from verglas.cpu_backend.parallel_for import launch
 from verglas.cpu_backend.threads import parallel_rows
 
-__all__ = ["CPURunner", "build_runner", "JIT_OPTIONS", "NO_WORKSPACE", "keep_workspace"]
+__all__ = ["CPUBackend", "CPURunner", "build_runner", "JIT_OPTIONS", "NO_WORKSPACE",
+           "keep_workspace"]
 
 # NaN/Inf semantics must hold, so no 'nnan'/'ninf'; reassociation lets reductions vectorize.
 # No 'arcp' either: x / y as x * (1 / y) is not numpy's quotient (1 / y overflows for a
@@ -74,11 +82,12 @@ def build_runner(program_of, key: str | None, inputs: list[tuple[str, int]]):
 
 
 def _settings_tag() -> str:
-    """What of the generated code the graph does not decide: the workspace switch, the
-    vector width and whether row loops run on threads (numba's own cache would not tell
-    programs built with another apart)."""
-    return (f"-w{intrinsics.PREFERRED_VECTOR_WIDTH or 0}{'' if codegen.WORKSPACE else '-nows'}"
-            f"{'' if parallel_rows() else '-serial'}")
+    """What of the generated code the graph does not decide (verglas.config): the workspace
+    switch, the vector width, whether row loops run on threads and whose BLAS products call
+    (numba's own cache would not tell programs built with another apart; asking for numpy's
+    BLAS registers its symbols, which a stored program's machine code needs to load)."""
+    return (f"-w{preferred_vector_width() or 0}{'' if config.workspace else '-nows'}"
+            f"{'' if parallel_rows() else '-serial'}{'' if numpy_cblas_gemm() else '-numbablas'}")
 
 
 def _build(program_of, key: str | None, inputs, specialized: bool):
@@ -97,8 +106,8 @@ def _build(program_of, key: str | None, inputs, specialized: bool):
         _jit_functions(namespace, src.jit_names, _CALLEE_OPTIONS)
         jitted = numba.njit(**_program_options(src.parallel))(namespace[src.name])
         return CPURunner(inputs, jitted, src.arg_constants, text, src.packing, program_of,
-                         src.workspace, src.bare, outputs)
-    directory = cache.entry_dir("cpu", key)
+                         src.workspace, src.bare, outputs, _module_layout(src))
+    directory = cache.entry_dir(CPUBackend.name, key)
     path = directory / "program.py"
     globals_path = directory / "globals.pkl"
     with _lock:
@@ -115,12 +124,12 @@ def _build(program_of, key: str | None, inputs, specialized: bool):
             "outputs": outputs})
     jitted = numba.njit(**_program_options(src.parallel, cache=True))(getattr(module, src.name))
     return CPURunner(inputs, jitted, src.arg_constants, text, src.packing, program_of,
-                     src.workspace, src.bare, outputs)
+                     src.workspace, src.bare, outputs, _module_layout(src), directory)
 
 
 def _load_runner(program_of, key: str, inputs):
     """The runner of a stored entry (source, globals and layout on disk), or None."""
-    directory = cache.entry_dir("cpu", key)
+    directory = cache.entry_dir(CPUBackend.name, key)
     meta = cache.load_pickle(directory / "runner.pkl")
     path = directory / "program.py"
     if not isinstance(meta, dict) or not path.exists():
@@ -136,7 +145,7 @@ def _load_runner(program_of, key: str, inputs):
     jitted = numba.njit(**options)(getattr(module, meta["name"]))
     return CPURunner(inputs, jitted, meta["arg_constants"], path.read_text(), meta["packing"],
                      program_of, meta.get("workspace", False), meta.get("bare", False),
-                     meta.get("outputs"))
+                     meta.get("outputs"), dict(meta, globals=globals_spec), directory)
 
 
 def _jit_functions(namespace: dict, names, options: dict) -> None:
@@ -187,7 +196,45 @@ def _resolve_globals(spec: dict) -> dict:
     return out
 
 
-class CPURunner:
+def _module_layout(src) -> dict:
+    """What `source()` shows of a program module beside its text: its globals (as specs where
+    they have one), its program function and the functions jitted before it."""
+    globals_ = {}
+    for name, value in src.globals.items():
+        try:
+            globals_.update(_globals_spec({name: value}))
+        except TypeError:  # (a helper no stored program could find again: shown as it is)
+            globals_[name] = ("object", repr(value))
+    return {"globals": globals_, "name": src.name, "jit_names": list(src.jit_names)}
+
+
+def _binding(name: str, kind: str, value) -> str:
+    """The line of Python that binds global `name` as the loaded module has it."""
+    if kind == "helper":
+        return f"{name} = resolve_helper({value!r})"
+    if kind == "array":
+        array = np.asarray(value)
+        if array.size <= 64:  # (every value written so that it reads back exactly)
+            text = np.array2string(array, separator=", ", floatmode="unique",
+                                   max_line_width=1 << 30, threshold=1 << 30)
+            return f"{name} = np.array({text}, dtype=np.{array.dtype})"
+        return (f"{name} = np.empty({array.shape}, dtype=np.{array.dtype})  # the "
+                f"{array.size} values of a constant of the graph (not shown)")
+    return f"# {name}: {value}"
+
+
+class CPUBackend(Backend):
+    """numba: each Program becomes one jitted function (see build_runner)."""
+
+    name = "cpu"
+
+    def runner(self, code_of, key, input_types) -> CPURunner:
+        runner = build_runner(code_of, key, [(t.dtype, t.ndim) for t in input_types])
+        runner.compile()
+        return runner
+
+
+class CPURunner(Runner):
     """Calls the jitted program with C-contiguous inputs and the constant arguments.
 
     A program with a `workspace` also takes a byte array its temporaries live in, and returns
@@ -198,13 +245,17 @@ class CPURunner:
     """
 
     retry_on = RuntimeBroadcast  # what a caller of `jitted` hands back to __call__
+    contiguous = True  # the program's one signature takes writable C-contiguous arrays
 
-    def __init__(self, inputs, jitted, arg_constants, source: str, packing=(), program_of=None,
-                 workspace: bool = False, bare: bool = False, outputs=None):
+    def __init__(self, inputs, jitted, arg_constants, text: str, packing=(), program_of=None,
+                 workspace: bool = False, bare: bool = False, outputs=None, layout=None,
+                 directory=None):
         self._program_of = program_of
         self.jitted = jitted
         self.arg_constants = tuple(arg_constants)
-        self.source = source
+        self.text = text  # the generated module
+        self.layout = dict(layout or {})  # its globals, function names (see _module_layout)
+        self.directory = directory  # its cache entry (None: not stored)
         # 0-d inputs that travel packed: [(dtype, [input positions])]
         self.packing = [(d, list(ks)) for d, ks in packing]
         packed = {k for _, ks in self.packing for k in ks}
@@ -273,6 +324,105 @@ class CPURunner:
                     runner.compile()
                     self._general = runner
         return self._general
+
+    def source(self) -> str:
+        """The generated module, then what verglas does when it loads it: bind the names the
+        code uses and jit its functions (a module that runs on its own, large constants
+        aside)."""
+        layout = self.layout
+        lines = [self.text.rstrip("\n"), "", "",
+                 "# -- what verglas does when it loads this module --",
+                 "from numpy import inf, nan  # noqa: E402, F401",
+                 "from verglas.cpu_backend.kernels import resolve_helper  # noqa: E402", ""]
+        lines += [_binding(name, kind, value)
+                  for name, (kind, value) in layout.get("globals", {}).items()]
+        options = ", ".join(f"{k}={v!r}" for k, v in JIT_OPTIONS.items())
+        lines.append("")
+        for name in layout.get("jit_names", ()):
+            lines.append(f"{name} = numba.njit({options})({name})")
+        name = layout.get("name", "program")
+        lines.append(f"{name} = numba.njit({options})({name})")
+        args = [f"in{k}" for k in self.direct] + [f"pk{j}" for j in range(len(self.packing))]
+        args += [f"carg{k}" for k in range(len(self.arg_constants))]
+        call = f"{name}({', '.join(args + (['ws'] if self.workspace else []))})"
+        lines += ["", f"# called as {call}, its inputs C-contiguous and writable"]
+        if self.packing:
+            lines.append("# pk<j>: the 0-d inputs of one dtype, packed in one array")
+        if self.arg_constants:
+            lines.append(f"# carg<k>: the {len(self.arg_constants)} constants too large to be "
+                         f"written in the code")
+        if self.workspace:
+            lines.append("# ws: a uint8 workspace (np.empty(0, np.uint8) to start); returned "
+                         "last with the bytes it needed")
+        return "\n".join(lines) + "\n"
+
+    def fast_call(self, specs: list, single: bool, checked):
+        """A generated wrapper that hands arrays that already fit straight to the jitted program
+        (None where inputs or outputs are converted: float16 goes through __call__).
+
+        It checks exactly what the program's one signature assumes (ndarray, dtype, ndim, C
+        order, writable, static dims) and falls back to `checked` for anything else. (numba's
+        dispatcher would refuse the rest too, since it may compile no other signature, but its
+        TypeError costs ~50 us where these checks cost ~0.2 us.)
+        """
+        if self.converts:
+            return None
+        n = len(specs)
+        names = [f"a{k}" for k in range(n)]
+        conds = []
+        for k, (name, (dtype, ndim, static)) in enumerate(zip(names, specs)):
+            conds.append(f"type({name}) is ndarray and {name}.dtype is D{k} and "
+                         f"{name}.ndim == {ndim}")
+            if k in self.direct:  # (packed 0-d inputs travel in a new array)
+                conds.append(f"(F := {name}.flags).c_contiguous and F.writeable")
+            for axis, dim in enumerate(static or ()):
+                if dim is not None:
+                    conds.append(f"{name}.shape[{axis}] == {dim}")
+        consts = "".join(f", C{k}" for k in range(len(self.arg_constants)))
+        unpack = f"{', '.join(names)}{',' if n == 1 else ''} = args" if n else "pass"
+        test = " and ".join(conds) if conds else "True"
+        call_args = [names[k] for k in self.direct]
+        call_args += [f"array(({''.join(names[k] + ', ' for k in ks)}), P{j})"
+                      for j, (_, ks) in enumerate(self.packing)]
+        take = give = ""
+        if self.workspace:  # see the class docstring: one workspace per call running at once
+            result = "r[0]" if single else "list(r[:-2])"
+            take = "            w = POOL.pop() if POOL else NO_WS\n"
+            give = "            KEEP(POOL, r[-2], r[-1])\n"
+        elif self.bare:
+            result = "r" if single else "[r]"
+        else:
+            result = "r[0]" if single else "list(r)"
+        call = f"JIT({', '.join(call_args)}{consts}{', w' if self.workspace else ''})"
+        source = (f"def fast(*args):\n"
+                  f"    if len(args) == {n}:\n"
+                  f"        {unpack}\n"
+                  f"        if {test}:\n"
+                  f"{take}"
+                  f"            try:\n"
+                  f"                r = {call}\n"
+                  f"            except RETRY:\n"  # broadcasting at run time: the general program
+                  f"                return checked(*args)\n"
+                  f"{give}"
+                  f"            return {result}\n"
+                  f"    return checked(*args)\n")
+        namespace = {"ndarray": np.ndarray, "JIT": self.jitted, "checked": checked,
+                     "array": np.array, "RETRY": self.retry_on, "POOL": self.pool,
+                     "NO_WS": NO_WORKSPACE, "KEEP": keep_workspace}
+        namespace.update({f"P{j}": np.dtype(d) for j, (d, _) in enumerate(self.packing)})
+        namespace.update({f"D{k}": spec[0] for k, spec in enumerate(specs)})
+        namespace.update({f"C{k}": c for k, c in enumerate(self.arg_constants)})
+        if self.directory is None:
+            code = compile(source, "<verglas fast call>", "exec")
+        else:  # stored beside the program: a warm start loads its bytecode
+            # named by its text: one graph compiled for one output or for a list of them has two
+            digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+            path = self.directory / f"fastcall-{digest}.py"
+            if not path.exists() or path.read_text() != source:
+                cache.write_atomic(path, source.encode())
+            code = cache.code_of(path)
+        exec(code, namespace)
+        return namespace["fast"]
 
 
 def keep_workspace(pool: list, ws: np.ndarray, need: int) -> None:

@@ -18,6 +18,8 @@ import sys
 
 import numba
 
+from verglas.config import config
+
 __all__ = ["parallel_rows"]
 
 _TBB = {"linux": "libtbb.so.12", "darwin": "libtbb.12.dylib", "win32": "tbb12.dll"}
@@ -45,11 +47,16 @@ def _load_tbb() -> bool:
     return True
 
 
-@functools.cache
 def parallel_rows() -> bool:
-    """True when row loops may run on numba's thread pool; VERGLAS_THREADS=0 turns it off."""
-    if os.environ.get("VERGLAS_THREADS", "") == "0":
-        return False
+    """True when row loops may run on numba's thread pool: `config.threads` (VERGLAS_THREADS)
+    says they may, and a layer safe under concurrent calls is there."""
+    return config.threads and _safe_layer()
+
+
+@functools.cache
+def _safe_layer() -> bool:
+    """numba's threading layer is safe under concurrent calls (TBB is loaded on first ask).
+    numba picks its layer once per process (NUMBA_THREADING_LAYER), so the answer is kept."""
     layer = numba.config.THREADING_LAYER
     if layer == "omp":
         return True

@@ -1,9 +1,10 @@
-"""The on-disk cache of compiled kernels: PTX keyed by kernel fingerprint and target.
+"""The CUDA backend's entries in verglas's on-disk cache (verglas/cache.py): PTX keyed by
+kernel fingerprint and target.
 
 Layout: `<cache dir>/cuda/ptx/<key>.ptx`, one file per distinct kernel (kernels are shared by
 every program that generates the same source), `key` a digest of the kernel source and
 parameter types, the compute capability, the numba / numba-cuda / NVVM versions and the cache
-format. The directory is the CPU backend's (`$VERGLAS_CACHE_DIR`, else `~/.cache/verglas`).
+format.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from verglas.cpu_backend.cache import cache_dir, write_atomic
+from verglas.cache import entry_dir, write_atomic
 
 __all__ = ["ptx_key", "ptx_path", "load_ptx", "store_ptx", "entry_name", "compile_ptx"]
 
@@ -44,7 +45,7 @@ def ptx_key(spec, cc: tuple[int, int]) -> str:
 
 
 def ptx_path(spec, cc) -> Path:
-    return cache_dir() / "cuda" / "ptx" / f"{ptx_key(spec, cc)}.ptx"
+    return entry_dir("cuda", "ptx") / f"{ptx_key(spec, cc)}.ptx"
 
 
 def load_ptx(spec, cc) -> str | None:

@@ -180,6 +180,9 @@ class Perform:
         self.node.op.perform(self.node, args, storage)
         return [s[0] for s in storage]
 
+    def __repr__(self):
+        return f"Perform({self.node.op}): the node's reference perform, on the host"
+
 
 class _Generator:
     def __init__(self, program, config: Config, name: str):

@@ -25,6 +25,7 @@ import threading
 
 import numpy as np
 
+from verglas.backend import Runner
 from verglas.cuda_backend import cache, host
 from verglas.cuda_backend.codegen import Config, generate
 from verglas.cuda_backend.templates import Arr
@@ -311,24 +312,24 @@ class CupyKernel:
 
 
 # -- the runner ----------------------------------------------------------------------------------
-class CUDARunner:
+class CUDARunner(Runner):
     """Calls the generated host function; replays CUDA graphs for repeated shape signatures."""
 
     MAX_GRAPHS = 8
 
-    def __init__(self, program, source, launcher):
+    def __init__(self, program, generated, launcher):
         self.program = program
-        self.source = source
+        self.generated = generated  # the ProgramSource: host text, kernels, globals
         self.launcher = launcher
         namespace = {"H": host, "np": np}
-        namespace.update(source.globals)
-        for k, spec in enumerate(source.kernels):
+        namespace.update(generated.globals)
+        for k, spec in enumerate(generated.kernels):
             namespace[f"K{k}"] = launcher.kernel(spec)
-        exec(compile(source.text, f"<verglas cuda program {id(program):x}>", "exec"), namespace)
-        self.fn = namespace[source.name]
+        exec(compile(generated.text, f"<verglas cuda program {id(program):x}>", "exec"), namespace)
+        self.fn = namespace[generated.name]
         self.constants = tuple(launcher.to_device(np.asarray(data))
-                               for _, data in source.const_args)
-        self.use_graphs = launcher.supports_graphs and source.capturable
+                               for _, data in generated.const_args)
+        self.use_graphs = launcher.supports_graphs and generated.capturable
         self._graphs: dict = {}
         self._seen: dict = {}
 
@@ -353,7 +354,25 @@ class CUDARunner:
     @property
     def text(self) -> str:
         """The generated host function and kernel sources."""
-        return self.source.full_text()
+        return self.generated.full_text()
+
+    def source(self) -> str:
+        """The host function and kernels, after what the host code's free names are."""
+        g = self.generated
+        launcher = type(self.launcher).__name__
+        lines = [f"# Host code (Python), run with `L` the launcher ({launcher}: buffers, "
+                 "transfers, launches);",
+                 "# `H` is verglas.cuda_backend.host, K<k> the kernels below (numba.cuda), P<k> "
+                 "a step's",
+                 "# reference perform on the host, c<id> a constant on the device (hc<id> on "
+                 "the host)."]
+        for name, value in g.globals.items():
+            if isinstance(value, np.ndarray):
+                text = np.array2string(value, threshold=8, separator=", ")
+                lines.append(f"# {name}: {value.dtype} array of shape {value.shape}: {text}")
+            else:
+                lines.append(f"# {name}: {value!r}")
+        return "\n".join(lines) + "\n\n" + self.text + "\n"
 
     def __call__(self, args: list) -> list:
         L = self.launcher

@@ -1,18 +1,20 @@
 """How a rewrite run reports: fire traces, the per-rewrite profile, and rewrite failures.
 
-Tracing is opt-in: `rewrite_graph(..., trace=True)` or `VERGLAS_TRACE_REWRITES=1` prints one line
-per fire, `trace="profile"` (or `VERGLAS_TRACE_REWRITES=profile`) prints a time / fire table at the
-end. A rewrite that raises or returns something malformed is a bug in the rewrite: under
-`strict=True` (or `VERGLAS_STRICT_REWRITES=1`, which the test suite sets) it fails the compile,
-otherwise it is reported with `warnings.warn` and skipped.
+Tracing is opt-in: `rewrite_graph(..., trace=True)` or `verglas.config.trace_rewrites = True`
+(`VERGLAS_TRACE_REWRITES=1`) prints one line per fire, `trace="profile"` (or the switch set to
+"profile") prints a time / fire table at the end. A rewrite that raises or returns something
+malformed is a bug in the rewrite: under `strict=True` (or `config.strict_rewrites`,
+`VERGLAS_STRICT_REWRITES=1`, which the test suite sets) it fails the compile, otherwise it is
+reported with `warnings.warn` and skipped.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 import warnings
+
+from verglas.config import config
 
 __all__ = ["RewriteCycleError", "RewriteError", "RewriteProfile", "RewriteWarning", "Tracer"]
 
@@ -99,16 +101,16 @@ class Tracer:
 
     @classmethod
     def from_options(cls, trace=None, strict: bool | None = None) -> Tracer:
-        """A tracer from `rewrite_graph` options; None falls back on the environment.
+        """A tracer from `rewrite_graph` options; None falls back on `verglas.config`
+        (`trace_rewrites`, `strict_rewrites`: VERGLAS_TRACE_REWRITES, VERGLAS_STRICT_REWRITES).
 
         `trace`: False/True (print fires), "profile" (collect and print a profile) or a
         RewriteProfile to collect into.
         """
         if trace is None:
-            trace = os.environ.get("VERGLAS_TRACE_REWRITES", "")
-            trace = "profile" if trace == "profile" else trace not in ("", "0")
+            trace = config.trace_rewrites
         if strict is None:
-            strict = os.environ.get("VERGLAS_STRICT_REWRITES", "") not in ("", "0")
+            strict = config.strict_rewrites
         if isinstance(trace, RewriteProfile):
             return cls(profile=trace, strict=strict)
         if trace == "profile":

@@ -101,3 +101,12 @@ def test_element_reads_of_steps_run_on_the_host():
     compare_cuda(lambda x: vg.reshape(vg.neq(np.uint16(39131), x[-4]), (1, 1, 1)), [a])
     b = random_array(RNG, "float64", (5,))
     compare_cuda(lambda x: vg.concatenate([x, vg.expand_dims(x[1] * 2, 0)], axis=0), [b])
+
+
+def test_source_shows_host_code_and_kernels():
+    x = vg.tensor("x", (None,), "float32")
+    f = vg.compile([x], vg.exp(x) * 2 + vg.constant(np.arange(3, dtype="float32")),
+                   device="cuda")
+    src = f.source()
+    assert "def program(L, in0" in src and "# K0 = " in src and "cuda.grid" in src
+    assert src.endswith(f._runner.text + "\n") and "launcher" in src

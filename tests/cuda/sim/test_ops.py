@@ -94,7 +94,7 @@ def test_mlp_forward_and_gradient():
 def test_inputs_never_modified_even_when_inplace():
     a = random_array(RNG, "float64", (5, 5))
     f = compare_cuda(lambda x: vg.exp(vg.tanh(x) * 2) + x, [a], calls=2)
-    assert f._runner.source.capturable
+    assert f._runner.generated.capturable
 
 
 def test_wrong_dtype_and_ndim():

@@ -1,11 +1,16 @@
-"""The on-disk cache of compiled programs, keyed by graph fingerprints.
+"""The on-disk cache every backend stores into: one directory per backend, one entry per key.
 
-Layout: `<cache dir>/cpu/<key>/` holds `function.pkl` (the optimized graph and its Program,
-so a second process skips the rewrites and the scheduling), `inputs.pkl` (the input types, all
-a warm start needs of them), `program.py` (the generated source, which numba's own cache keys
-its machine code on), `globals.pkl` (what the source refers to), `fastcall-<digest>.py` (the
-argument checking wrapper) and their bytecode (`*.code`). The directory is
-`$VERGLAS_CACHE_DIR`, else `~/.cache/verglas`.
+Layout: `<cache dir>/<backend>/<key>/`. `compile()` keys an entry on the graph's fingerprint,
+the mode and the backend, and stores there `function.pkl` (the optimized graph and its
+Program, so a second process skips the rewrites and the scheduling) and `inputs.pkl` (the
+input types, all a warm start needs of them); a backend adds its own files, in that entry or
+in entries of its own (the CPU backend: `program.py`, `globals.pkl`, `runner.pkl`,
+`fastcall-<digest>.py`; the CUDA backend: `ptx/<kernel key>.ptx`). Generated Python is loaded
+through bytecode stored beside it (`*.code`). The directory is `verglas.config.cache_dir`
+(`$VERGLAS_CACHE_DIR`, else `~/.cache/verglas`).
+
+Writes are atomic (a temporary file renamed), so processes sharing the directory never read
+half a file; an unreadable entry reads as absent.
 """
 
 from __future__ import annotations
@@ -17,10 +22,12 @@ import marshal
 import os
 import pickle
 import tempfile
+from importlib import metadata
 from pathlib import Path
 
-import numba
 import numpy as np
+
+from verglas.config import config
 
 __all__ = ["cache_dir", "entry_dir", "cache_key", "load_pickle", "store_pickle", "write_atomic",
            "code_of"]
@@ -29,15 +36,14 @@ FORMAT_VERSION = "1"
 
 
 def cache_dir() -> Path:
-    """The root cache directory (`VERGLAS_CACHE_DIR` overrides the default)."""
-    root = os.environ.get("VERGLAS_CACHE_DIR")
-    return Path(root) if root else Path.home() / ".cache" / "verglas"
+    """The root cache directory: `config.cache_dir` (VERGLAS_CACHE_DIR, else the default)."""
+    return config.cache_dir
 
 
 @functools.lru_cache(maxsize=1)
 def source_digest() -> str:
     """A digest of verglas's own source: any change to the compiler invalidates the cache."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parent
     h = hashlib.sha256()
     for path in sorted(root.rglob("*.py")):
         h.update(str(path.relative_to(root)).encode())
@@ -48,14 +54,24 @@ def source_digest() -> str:
 def cache_key(*parts: str) -> str:
     """A digest of the parts, the package versions, verglas's source and the cache format."""
     h = hashlib.sha256()
-    for part in (FORMAT_VERSION, source_digest(), numba.__version__, np.__version__, *parts):
+    for part in (FORMAT_VERSION, source_digest(), _numba_version(), np.__version__, *parts):
         h.update(str(part).encode())
         h.update(b"\0")
     return h.hexdigest()[:40]
 
 
-def entry_dir(device: str, key: str) -> Path:
-    return cache_dir() / device / key
+@functools.cache
+def _numba_version() -> str:
+    """numba's version (read from its metadata: the reference backend never imports numba)."""
+    try:
+        return metadata.version("numba")
+    except metadata.PackageNotFoundError:  # pragma: no cover - numba is a requirement
+        return "-"
+
+
+def entry_dir(backend: str, key: str) -> Path:
+    """The directory of entry `key` of `backend` (the name it is registered under)."""
+    return cache_dir() / backend / key
 
 
 def write_atomic(path: Path, data: bytes) -> None:

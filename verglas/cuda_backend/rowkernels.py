@@ -319,14 +319,7 @@ class _RowKernel:
         sm = self._smem(red.acc)
         kb.line(f"{sm}[tid] = {acc}")
         kb.line("cuda.syncthreads()")
-        kb.line(f"h = {self.threads // 2}")
-        kb.line("while h > 0:")
-        with kb.indent():
-            kb.line("if tid < h:")
-            with kb.indent():
-                kb.line(f"{sm}[tid] = {red.combine.format(a=f'{sm}[tid]', b=f'{sm}[tid + h]')}")
-            kb.line("cuda.syncthreads()")
-            kb.line("h //= 2")
+        T.emit_tree(kb, red, sm, "tid", self.threads)
         value = kb.fresh("v")
         kb.line(f"{value} = {red.final.format(a=f'{sm}[0]')}")
         kb.line("cuda.syncthreads()")  # every thread read it before the array is reused

@@ -26,7 +26,7 @@ from verglas.source import Emitter, cast_expr, literal, np_dtype
 from verglas.ops import scalar as s
 
 __all__ = ["KernelSpec", "Arr", "Scal", "KernelBuilder", "scalar_def", "literal", "cast_expr",
-           "np_dtype", "REDUCERS", "Reducer"]
+           "np_dtype", "REDUCERS", "Reducer", "emit_tree"]
 
 
 
@@ -346,6 +346,19 @@ def _reduce_value(kb, sop, operands, read, index, in_dtype):
     return value
 
 
+def emit_tree(kb, red: Reducer, sm: str, lane: str, width) -> None:
+    """Emit the shared-memory tree that folds each group of `width` (a power of two) partial
+    values sm[tid] into the group's first, `lane` being the thread's place in its group."""
+    kb.line(f"h = {width} // 2")
+    kb.line("while h > 0:")
+    with kb.indent():
+        kb.line(f"if {lane} < h:")
+        with kb.indent():
+            kb.line(f"{sm}[tid] = {red.combine.format(a=f'{sm}[tid]', b=f'{sm}[tid + h]')}")
+        kb.line("cuda.syncthreads()")
+        kb.line("h //= 2")
+
+
 def reduce_rows_kernel(name, red: Reducer, sop, operands, in_dtype, out_dtype, nk: int,
                        nr: int, threads: int) -> KernelSpec:
     """Rows of a (kept..., reduced...) view reduced by groups of G threads in shared memory.
@@ -384,14 +397,7 @@ def reduce_rows_kernel(name, red: Reducer, sop, operands, in_dtype, out_dtype, n
                 kb.line(f"col += {nsplit} * {g}")
         kb.line("sm[tid] = acc")
         kb.line("cuda.syncthreads()")
-        kb.line(f"h = {g} // 2")
-        kb.line("while h > 0:")
-        with kb.indent():
-            kb.line("if lane < h:")
-            with kb.indent():
-                kb.line(f"sm[tid] = {red.combine.format(a='sm[tid]', b='sm[tid + h]')}")
-            kb.line("cuda.syncthreads()")
-            kb.line("h //= 2")
+        emit_tree(kb, red, "sm", "lane", g)
         kb.line("if lane == 0 and grp < total:")
         with kb.indent():
             kb.line(f"{dest}[grp] = {red.final.format(a='sm[tid]')}")

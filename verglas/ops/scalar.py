@@ -220,27 +220,9 @@ Sqr = _unary_float("sqr", np.square, "x * x")
 Reciprocal = _unary_float("reciprocal", lambda x: np.divide(1, x), "1.0 / x")
 
 
-def _rounding(name, nfunc, impl):
-    cls = type(_class_name(name), (UnaryScalarOp,), {
-        "op_name": name,
-        **_impl_attrs(impl, 1),
-        "nfunc": lambda self, x, _f=nfunc: _f(x),  # numpy 2: ints and bools keep their dtype
-        "__module__": __name__,
-        "__qualname__": _class_name(name),
-    })
-    return _register(cls)
-
-
-# math.floor returns an int: kept for the floats it holds exactly (|x| < 2**52, where it is
-# the answer), with x's sign (floor(-0.0) and ceil(-0.5) are -0.0); NaN, inf and larger
-# values are integers already
-_BIG = "4503599627370496.0"
-Floor = _rounding("floor", np.floor,
-                  f"(math.copysign(math.floor(x), x) if abs(x) < {_BIG} else x)")
-Ceil = _rounding("ceil", np.ceil, f"(math.copysign(math.ceil(x), x) if abs(x) < {_BIG} else x)")
-
-
-def _predicate(name, nfunc, impl):
+def _numpy_typed(name, nfunc, impl):
+    """A unary scalar op whose result dtype is numpy's own (`nfunc` types it: floor and ceil
+    keep ints and bools, the predicates give bools, the complex parts reals)."""
     cls = type(_class_name(name), (UnaryScalarOp,), {
         "op_name": name,
         **_impl_attrs(impl, 1),
@@ -251,13 +233,22 @@ def _predicate(name, nfunc, impl):
     return _register(cls)
 
 
-Isnan = _predicate("isnan", np.isnan, "x != x")
-Isinf = _predicate("isinf", np.isinf, "(x == math.inf or x == -math.inf)")
-Invert = _predicate("invert", np.invert, "~x")
+# math.floor returns an int: kept for the floats it holds exactly (|x| < 2**52, where it is
+# the answer), with x's sign (floor(-0.0) and ceil(-0.5) are -0.0); NaN, inf and larger
+# values are integers already
+_BIG = "4503599627370496.0"
+Floor = _numpy_typed("floor", np.floor,
+                  f"(math.copysign(math.floor(x), x) if abs(x) < {_BIG} else x)")
+Ceil = _numpy_typed("ceil", np.ceil, f"(math.copysign(math.ceil(x), x) if abs(x) < {_BIG} else x)")
+
+
+Isnan = _numpy_typed("isnan", np.isnan, "x != x")
+Isinf = _numpy_typed("isinf", np.isinf, "(x == math.inf or x == -math.inf)")
+Invert = _numpy_typed("invert", np.invert, "~x")
 # complex parts (a real input is its own real part, with a zero imaginary part)
-Real = _predicate("real", np.real, "x.real")
-Imag = _predicate("imag", np.imag, "x.imag")
-Conj = _predicate("conj", np.conjugate, "x.conjugate()")
+Real = _numpy_typed("real", np.real, "x.real")
+Imag = _numpy_typed("imag", np.imag, "x.imag")
+Conj = _numpy_typed("conj", np.conjugate, "x.conjugate()")
 
 
 @_register

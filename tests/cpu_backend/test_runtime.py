@@ -89,7 +89,7 @@ def test_threads_calling_at_once_each_get_a_workspace():
 
 
 def test_the_workspace_can_be_switched_off(monkeypatch):
-    monkeypatch.setattr(vg.config, "workspace", False)
+    monkeypatch.setenv("VERGLAS_WORKSPACE", "0")  # (setattr would leave an override behind)
     x = vg.tensor("x", (None, 3), "float64")
     w = vg.tensor("w", (3, 3), "float64")
     f = vg.compile([x, w], vg.exp(vg.tanh(x @ w) @ w).sum(axis=1))  # (a graph of its own)
@@ -246,7 +246,7 @@ def test_generated_functions_ask_for_wide_vectors(monkeypatch, width):
 
     from verglas.cpu_backend import intrinsics
 
-    monkeypatch.setattr(vg.config, "vector_width", width or 0)  # (0: LLVM's own choice)
+    monkeypatch.setenv("VERGLAS_VECTOR_WIDTH", str(width or 0))  # (0: LLVM's own choice)
 
     def body(x):
         intrinsics.prefer_wide_vectors()

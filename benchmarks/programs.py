@@ -83,6 +83,14 @@ def big_graph(m, x, *a):
     return acc
 
 
+def big_graph_indexed(m, x, a, terms: int):
+    """big_graph as many users write it: one coefficient vector, indexed per term."""
+    acc = a[0] * m.sin(x)
+    for i in range(1, terms):
+        acc = acc + a[i] * m.sin(x + i)
+    return acc
+
+
 def mlp_loss(m, x, t, w1, b1, w2, b2, w3, b3):
     """Mean squared error of a tanh MLP with a linear output layer."""
     h1 = m.tanh(x @ w1 + b1)
@@ -159,6 +167,20 @@ def _big_graph(device: str, quick: bool, terms: int | None = None) -> list[Case]
     return [Case("big_graph", f"big_graph[{terms} terms,{n}]", names, data, big_graph)]
 
 
+def _big_graph_indexed(device: str, quick: bool, terms: int | None = None) -> list[Case]:
+    terms = terms or (50 if quick else 500)
+    n = 1000 if quick else 10_000
+
+    def data(rng):
+        return [rng.standard_normal(n), rng.standard_normal(terms)]
+
+    def body(m, x, a):
+        return big_graph_indexed(m, x, a, terms)
+
+    return [Case("big_graph_indexed", f"big_graph_indexed[{terms} terms,{n}]", ("x", "a"), data,
+                 body)]
+
+
 def mlp_sizes(device: str, quick: bool) -> tuple[int, list[int]]:
     """Batch and layer widths (input, hidden..., output)."""
     if quick:
@@ -202,6 +224,7 @@ PROGRAMS: dict[str, Callable[[str, bool], list[Case]]] = {
     "launch_overhead": _launch_overhead,
     "sum": _sum,
     "big_graph": _big_graph,
+    "big_graph_indexed": _big_graph_indexed,
 }
 
 # run-time programs of a default run; big_graph is mostly a compile-time program (PyTensor
@@ -213,7 +236,7 @@ DEFAULT = {
 }
 
 # compile-time programs, measured in fresh subprocesses (benchmarks/compile_probe.py)
-COMPILE_PROGRAMS = ["ew_chain", "softmax", "mlp_grad", "big_graph"]
+COMPILE_PROGRAMS = ["ew_chain", "softmax", "mlp_grad", "big_graph", "big_graph_indexed"]
 
 
 def cases(names: list[str], device: str, quick: bool) -> list[Case]:

@@ -57,6 +57,22 @@ def test_packed_scalars_travel_as_array_and_offset(dtype):
     assert "scalars_at" in src  # the kernel unpacks them before its loop
 
 
+def test_element_reads_of_one_vector_travel_as_array_and_offset():
+    # big_graph as users spell it: one coefficient vector, a[i] per term. Its runs of
+    # consecutive elements reach the shared kernel as the vector and an offset, so the kernel's
+    # terms reroll into one loop: compile time no longer grows with the terms of a group.
+    x = vg.tensor("x", shape=(None,), dtype="float64")
+    a = vg.tensor("a", shape=(90,), dtype="float64")
+    y = _sum_of_terms(x, [a[i] for i in range(90)])
+    g = rng(3)
+    compare_backend([x, a], y, [g.standard_normal(9), g.standard_normal(90)])
+    src = _shared([x, a], y)
+    body = _program_body(src)
+    assert re.search(r"kern\d+\(.*in1, zo \+ \d+", body)
+    assert not re.search(r"\bin1\[\d+\], in1\[", body)  # no element passed one by one
+    assert src.count("raise IndexError") == 0  # the static shape proves every index
+
+
 def test_constants_only_come_from_the_pool():
     x = vg.tensor("x", shape=(None,), dtype="float64")
     y = [vg.exp(vg.sin(x + float(i)) * float(i + 2) - float(i)) for i in range(8)]

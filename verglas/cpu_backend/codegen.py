@@ -249,9 +249,18 @@ class StepContext:
     def out(self, j: int) -> str:
         return self._names[self.step.outputs[j]]
 
-    def packed(self, i: int) -> tuple[int, int] | None:
-        """(j, slot) when input `i` is the 0-d input travelling as element `slot` of `pk{j}`."""
-        return self._names.packed.get(self.scalar(i))
+    def element_of(self, i: int) -> tuple[str, int] | None:
+        """(array, k) when input `i` is element k of a 1-d C-contiguous array variable: a 0-d
+        input travelling in a packed-input array `pk{j}`, or an element read a[k] (k >= 0) of
+        such an input. Runs of consecutive elements then travel as the array and an offset."""
+        index = self.step.element_index(i)
+        if index is not None:
+            if len(index) == 1 and index[0] >= 0 and self.is_contiguous(i):
+                self.scalar(i)  # (its bounds check)
+                return self.inp(i), index[0]
+            return None
+        loc = self._names.packed.get(self.scalar(i))
+        return None if loc is None else (f"pk{loc[0]}", loc[1])
 
     def input_var(self, i: int):
         return self.node.inputs[i]

@@ -289,11 +289,11 @@ def _emit_elemwise(op, ctx) -> None:
         return
     scalars = {}  # position -> scalar expression
     for group in _scalar_groups(ctx, sources):
-        loc = ctx.packed(group[0])
-        if len(group) > 1 and loc is not None:  # a run of packed inputs: one statement
+        loc = ctx.element_of(group[0])
+        if len(group) > 1 and loc is not None:  # a run of one array's elements: one statement
             hs = [ctx.fresh("h") for _ in group]
             fn = ctx.helper("scalars_at", scalars_at)
-            ctx.line(f"{', '.join(hs)} = {fn}(pk{loc[0]}, {ctx.src.offset(loc[1])}, "
+            ctx.line(f"{', '.join(hs)} = {fn}({loc[0]}, {ctx.src.offset(loc[1])}, "
                      f"{len(group)})")
             scalars.update(zip(group, hs))
             continue
@@ -354,16 +354,16 @@ class KernelContext:
 
 def _scalar_groups(ctx, sources) -> list[tuple[int, ...]]:
     """Runs of one-element inputs (in input order, one dtype) that are all constants or
-    consecutive elements of one packed-input array; every other input alone.
+    consecutive elements of one array (see StepContext.element_of); every other input alone.
 
     A new shared kernel takes each run of two or more as one array parameter (decided at its
     first call site); an inline loop reads a packed run with one statement."""
     groups: list[list[int]] = []
-    prev = None  # (dtype, class, next packed slot) of the last group
+    prev = None  # (dtype, class, next element) of the last group
     for i in sorted(sources):
         dtype = ctx.node.inputs[i].type.dtype
         kind, _ = sources[i]
-        loc = ctx.packed(i) if kind == "read" else None
+        loc = ctx.element_of(i) if kind == "read" else None
         cls = "const" if kind == "const" else (loc[0] if loc is not None else None)
         nxt = loc[1] + 1 if loc is not None else None
         if cls is not None and prev is not None and prev[:2] == (dtype, cls) and (
@@ -378,8 +378,9 @@ def _scalar_groups(ctx, sources) -> list[tuple[int, ...]]:
 def _scalar_group_args(ctx, sources, group) -> list[str]:
     """The arguments passing one-element inputs `group` to a shared kernel: the scalar itself
     for a group of one, else a 1-d C-contiguous array and the offset where they lie in a row:
-    a packed-input array or the constant pool in the common cases (no statements per element:
-    each costs numba milliseconds; so does a slice, hence the offset)."""
+    a packed-input array, an input the group reads elements of, or the constant pool in the
+    common cases (no statements per element: each costs numba milliseconds; so does a slice,
+    hence the offset)."""
     dtype = ctx.node.inputs[group[0]].type.dtype
     if len(group) == 1:
         kind, value = sources[group[0]]
@@ -388,10 +389,10 @@ def _scalar_group_args(ctx, sources, group) -> list[str]:
     if kinds == {"const"}:
         name, start = ctx.src.pool_run(dtype, [sources[i][1] for i in group])
         return [name, ctx.src.offset(start)]
-    locs = [ctx.packed(i) for i in group] if kinds == {"read"} else []
+    locs = [ctx.element_of(i) for i in group] if kinds == {"read"} else []
     if locs and all(loc is not None and loc[0] == locs[0][0] for loc in locs) and all(
             loc[1] == locs[0][1] + m for m, loc in enumerate(locs)):
-        return [f"pk{locs[0][0]}", ctx.src.offset(locs[0][1])]
+        return [locs[0][0], ctx.src.offset(locs[0][1])]
     v = ctx.fresh("sv")  # mixed: build the array element by element
     ctx.line(f"{v} = {empty_expr(ctx.src, f'({len(group)},)', dtype)}")
     for m, i in enumerate(group):

@@ -110,12 +110,21 @@ def _module_text(name: str, dtype: str, limit: float, slow_symbol: str) -> str:
         ""])
 
 
+def _slow_cfunc(nbt, slow):
+    """`slow` compiled as a cfunc, cached by numba beside its module (a library routine, not
+    the user's program: a Payne-Hanek reduction costs ~0.5 s to compile, once per install)."""
+    try:
+        return numba.cfunc(nbt(nbt), cache=True, error_model="numpy", fastmath=False)(slow)
+    except RuntimeError:  # numba found no writable cache directory: compile every process
+        return numba.cfunc(nbt(nbt), cache=False, error_model="numpy", fastmath=False)(slow)
+
+
 def _library(context, name: str, slow, dtype: str, limit: float):
     """The finalized library holding vg_<name>, built on first use."""
     lib = _LIBRARIES.get(name)
     if lib is None:
         nbt = numba.float64 if dtype == "float64" else numba.float32
-        cfunc = numba.cfunc(nbt(nbt), cache=False, error_model="numpy", fastmath=False)(slow)
+        cfunc = _slow_cfunc(nbt, slow)
         text = _module_text(name, dtype, limit, cfunc._wrapper_name)
         module = llvm.parse_assembly(text)
         module.verify()

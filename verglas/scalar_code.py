@@ -9,6 +9,8 @@ scalar op's one `impl` (written for floats) is not enough.
   it folded x + INT64_MIN into x | INT64_MIN), integers' floor, the parts of a real number.
 - `HELPERS`: the functions those expressions call, as source using only math, cmath and np:
   the CPU backend jits them, CUDA kernels paste them in as nested functions.
+- `emit_scalar`: a scalar op (a Composite's graph inlined) on argument expressions, each op
+  converted to its loop's dtypes and written by the backend's own `write_op`.
 
 An expression names `ITYPE` where it needs the arguments' dtype (np.<dtype>).
 """
@@ -20,9 +22,11 @@ import re
 
 import numpy as np
 
+from verglas.graph import Constant
 from verglas.ops.scalar import Cast
 
-__all__ = ["loop_dtypes", "variant", "helpers_in", "HELPERS", "arith"]
+__all__ = ["loop_dtypes", "variant", "helpers_in", "HELPERS", "arith", "emit_scalar",
+           "substitute"]
 
 
 @functools.cache
@@ -96,6 +100,39 @@ def arith(op: str, a: str, b: str, dtype: str) -> str:
     if np.dtype(dtype).kind == "i":
         return f"(np.uint64({a}) {op} np.uint64({b}))"
     return f"({a} {op} {b})"
+
+
+def emit_scalar(sop, args: list[str], arg_dtypes: list[str], out_dtypes, *, literal, cast,
+                write_op) -> list[str]:
+    """The names of `sop`'s results on expressions `args`: a Composite's frozen scalar graph
+    inlined node by node (constants as `literal(value, dtype)`), every other op's arguments
+    converted (`cast(expr, dtype)`) to the dtypes numpy's loop computes in, then
+    `write_op(sop, args, arg_dtypes, out_dtype)` emitting it and returning its name."""
+    inner = getattr(sop, "fgraph", None)
+    if inner is not None:
+        values = dict(zip(inner.inputs, args))
+        for node in inner.toposort():
+            ins = [literal(v.data, v.type.dtype) if isinstance(v, Constant) else values[v]
+                   for v in node.inputs]
+            outs = emit_scalar(node.op, ins, [v.type.dtype for v in node.inputs],
+                               [o.type.dtype for o in node.outputs], literal=literal,
+                               cast=cast, write_op=write_op)
+            values.update(zip(node.outputs, outs))
+        return [literal(o.data, o.type.dtype) if isinstance(o, Constant) else values[o]
+                for o in inner.outputs]
+    (out_dtype,) = out_dtypes
+    loop = loop_dtypes(sop, tuple(arg_dtypes))
+    if loop is not None:  # (numba's promotion differs: float32 ** int32 stays float32 there,
+        # int64 < float64 compares exactly)
+        args = [a if d == want else cast(a, want) for a, d, want in zip(args, arg_dtypes, loop)]
+        arg_dtypes = list(loop)
+    return [write_op(sop, args, list(arg_dtypes), out_dtype)]
+
+
+def substitute(expr: str, args: list[str]) -> str:
+    """`expr` (over x, y, z) with the argument expressions put in."""
+    names = dict(zip(("x", "y", "z"), args))
+    return re.sub(r"\b[xyz]\b", lambda m: f"({names[m.group(0)]})", expr)
 
 
 def helpers_in(expr: str) -> list[str]:

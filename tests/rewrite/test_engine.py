@@ -435,9 +435,9 @@ def test_engine_overhead_on_a_10000_node_chain():
     fg = FunctionGraph([x], [y])
     assert len(fg.apply_nodes) == n
     rules = [toy.neg_neg, toy.mul_by_one, toy.add_zero, toy.exp_log]
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     EquilibriumRewriter(rules, [merge])(fg, STRICT)
-    dt = time.perf_counter() - t0
+    dt = time.process_time() - t0
     assert len(fg.apply_nodes) == 3 * n // 4  # every mul(., 1) is gone
     print(f"\nequilibrium+merge on {n} nodes: {dt * 1e3:.1f} ms, {dt / n * 1e6:.2f} us/node")
     assert dt < 5.0

@@ -184,11 +184,11 @@ def test_big_graph_fuses_in_linear_time():
     times = []
     for _ in range(2):
         fg = build()
-        t0 = time.perf_counter()
+        t0 = time.process_time()  # (CPU time: a loaded machine does not fail the test)
         rewrite_graph(fg, "fast_run")
-        times.append(time.perf_counter() - t0)
+        times.append(time.process_time() - t0)
     assert len(fused_nodes(fg.freeze())) < 40
-    assert min(times) < 0.6, times  # ~0.05-0.1 s on an idle machine
+    assert min(times) < 0.6, times  # ~0.05-0.1 s; a quadratic pass takes seconds
 
 
 @pytest.mark.parametrize("dtype", ["float64"])

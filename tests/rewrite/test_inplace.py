@@ -178,8 +178,8 @@ def test_a_long_chain_becomes_inplace_in_linear_time():
     for k in range(1500):
         y = vg.sin(y) if k % 2 else y * x
     fg = FunctionGraph([x], [y], clone=True)
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     rewrite_graph(fg, NO_FUSION)
-    elapsed = time.perf_counter() - t0
+    elapsed = time.process_time() - t0
     assert sum(1 for n in fg.apply_nodes if n.op.destroy_map) == 1500
     assert elapsed < 5.0, elapsed  # validation must stay linear (8000 nodes once took 30 s)

@@ -22,13 +22,12 @@ from verglas.cpu_backend.intrinsics import (c_view, empty_c, empty_expr, float_t
                                             prefer_wide_vectors, reshaped, scalars_at, ws_add,
                                             ws_carve, ws_reserve, ws_take, zero_d)
 from verglas.cpu_backend.vmath import FASTMATH, VMATH
-from verglas.graph.basic import Constant
 from verglas.ops import scalar as s
 from verglas.ops.basic import DimShuffle, MakeVector, Shape, ShapeI
 from verglas.ops.elemwise import Elemwise, SumToShape
 from verglas.ops.shape import Reshape
 from verglas.cpu_backend.vmath_ops import smul
-from verglas.scalar_code import HELPERS, helpers_in, loop_dtypes, variant
+from verglas.scalar_code import HELPERS, emit_scalar, helpers_in, substitute, variant
 from verglas.scalar_code import arith as scalar_arith
 from verglas.source import tuple_expr
 
@@ -157,12 +156,6 @@ def _with_helpers(ctx, expr: str) -> str:
     return expr
 
 
-def _substitute(expr: str, args: list[str]) -> str:
-    """`expr` (over x, y, z) with the argument expressions put in."""
-    names = dict(zip(("x", "y", "z"), args))
-    return re.sub(r"\b[xyz]\b", lambda m: f"({names[m.group(0)]})", expr)
-
-
 def _vmath(op_name: str, dtype: str):
     if op_name in _EXACT_ONLY or np.dtype(dtype).kind != "f":
         return None
@@ -171,28 +164,14 @@ def _vmath(op_name: str, dtype: str):
 
 def scalar_expr(ctx, sop, args: list[str], arg_dtypes: list[str], out_dtypes) -> list[str]:
     """Emit the scalar computation of `sop` on expressions `args`; return result names."""
-    inner = getattr(sop, "fgraph", None)
-    if inner is not None:  # Composite: its frozen scalar graph, inlined
-        values = dict(zip(inner.inputs, args))
-        for node in inner.toposort():
-            ins, dts = [], []
-            for v in node.inputs:
-                if isinstance(v, Constant):
-                    ins.append(literal(v.data, v.type.dtype, ctx))
-                else:
-                    ins.append(values[v])
-                dts.append(v.type.dtype)
-            outs = scalar_expr(ctx, node.op, ins, dts, [o.type.dtype for o in node.outputs])
-            values.update(zip(node.outputs, outs))
-        return [values[o] if not isinstance(o, Constant) else literal(o.data, o.type.dtype, ctx)
-                for o in inner.outputs]
-    (out_dtype,) = out_dtypes
-    loop = loop_dtypes(sop, tuple(arg_dtypes))
-    if loop is not None:  # numpy computes in its loop's dtypes (numba's promotion differs:
-        # float32 ** int32 stays float32 there, int64 < float64 compares exactly)
-        args = [a if d == want else cast_expr(a, want, ctx.src)
-                for a, d, want in zip(args, arg_dtypes, loop)]
-        arg_dtypes = list(loop)
+    return emit_scalar(sop, args, arg_dtypes, out_dtypes,
+                       literal=lambda value, dtype: literal(value, dtype, ctx),
+                       cast=lambda expr, dtype: cast_expr(expr, dtype, ctx.src),
+                       write_op=lambda *a: _write_op(ctx, *a))
+
+
+def _write_op(ctx, sop, args: list[str], arg_dtypes: list[str], out_dtype: str) -> str:
+    """Emit one (non-Composite) scalar op on arguments of its loop's dtypes; its name."""
     name = ctx.fresh("t")
     exact_type = False  # whether numba's result type is out_dtype without a cast
     complex_args = any(np.dtype(d).kind == "c" for d in arg_dtypes)
@@ -219,11 +198,11 @@ def scalar_expr(ctx, sop, args: list[str], arg_dtypes: list[str], out_dtypes) ->
         expr = f"{fn}({', '.join(typed)})"
         exact_type = True
     elif (special := variant(sop, arg_dtypes)) is not None:
-        expr = _with_helpers(ctx, _substitute(special, args))
+        expr = _with_helpers(ctx, substitute(special, args))
     elif sop.name in FLOAT_IMPL and np.dtype(arg_dtypes[0]).kind == "f":
-        expr = _substitute(FLOAT_IMPL[sop.name], args)
+        expr = substitute(FLOAT_IMPL[sop.name], args)
     elif sop.impl_expr is not None:
-        expr = _substitute(sop.impl_expr, args)
+        expr = substitute(sop.impl_expr, args)
         # (float16 values are float32 in generated code: every result is rounded)
         floats_alike = np.dtype(out_dtype).kind == "f" and out_dtype != "float16" and all(
             d == out_dtype for d in arg_dtypes)
@@ -233,7 +212,7 @@ def scalar_expr(ctx, sop, args: list[str], arg_dtypes: list[str], out_dtypes) ->
         fn = ctx.helper(f"f_{sop.name}_", scalar_impl(sop.name, None))
         expr = f"{fn}({', '.join(args)})"
     ctx.line(f"{name} = {expr if exact_type else cast_expr(expr, out_dtype, ctx.src)}")
-    return [name]
+    return name
 
 
 # -- Elemwise --------------------------------------------------------------------------------

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import from_dtype, types
 
-from verglas.graph.basic import Constant
-from verglas.scalar_code import HELPERS, arith, helpers_in, loop_dtypes, variant
+from verglas.scalar_code import (HELPERS, arith, emit_scalar, helpers_in, substitute,
+                                 variant)
 from verglas.source import Emitter, cast_expr, literal, np_dtype
 from verglas.ops import scalar as s
 
@@ -162,23 +162,11 @@ class KernelBuilder(Emitter):
 
     def scalar_expr(self, sop, args: list[str], arg_dtypes: list[str], out_dtypes) -> list[str]:
         """Emit `sop` on expressions `args` (Composite graphs inlined); return result names."""
-        inner = getattr(sop, "fgraph", None)
-        if inner is not None:
-            values = dict(zip(inner.inputs, args))
-            for node in inner.toposort():
-                ins = [literal(v.data, v.type.dtype) if isinstance(v, Constant) else values[v]
-                       for v in node.inputs]
-                outs = self.scalar_expr(node.op, ins, [v.type.dtype for v in node.inputs],
-                                        [o.type.dtype for o in node.outputs])
-                values.update(zip(node.outputs, outs))
-            return [literal(o.data, o.type.dtype) if isinstance(o, Constant) else values[o]
-                    for o in inner.outputs]
-        (out_dtype,) = out_dtypes
-        loop = loop_dtypes(sop, tuple(arg_dtypes))
-        if loop is not None:  # numpy computes in its loop's dtypes (see verglas.scalar_code)
-            args = [a if d == want else cast_expr(a, want)
-                    for a, d, want in zip(args, arg_dtypes, loop)]
-            arg_dtypes = list(loop)
+        return emit_scalar(sop, args, arg_dtypes, out_dtypes, literal=literal, cast=cast_expr,
+                           write_op=self._write_op)
+
+    def _write_op(self, sop, args: list[str], arg_dtypes: list[str], out_dtype: str) -> str:
+        """Emit one (non-Composite) scalar op on arguments of its loop's dtypes; its name."""
         name = self.fresh("t")
         real_out = np.dtype(out_dtype).kind not in "cb"
         if isinstance(sop, (s.Cast, s.Identity)):
@@ -189,12 +177,11 @@ class KernelBuilder(Emitter):
             expr = f"not {args[0]}"
         elif (special := variant(sop, arg_dtypes)) is not None:
             self.uses(special)
-            names = dict(zip(("x", "y", "z"), args))
-            expr = re.sub(r"\b[xyz]\b", lambda m: f"({names[m.group(0)]})", special)
+            expr = substitute(special, args)
         else:
             expr = f"{self.scalar_fn(sop.name)}({', '.join(args)})"
         self.line(f"{name} = {cast_expr(expr, out_dtype)}")
-        return [name]
+        return name
 
     def spec(self) -> KernelSpec:
         header = f"def {self.name}({', '.join(n for n, _ in self.params)}):"

@@ -36,8 +36,7 @@ from verglas.ops.basic import DimShuffle, MakeVector, Shape, ShapeI
 from verglas.ops.elemwise import Elemwise, SumToShape
 from verglas.ops.reduce import Max, Reduce, Sum
 from verglas.ops.shape import Alloc, Reshape
-from verglas.rewrite.engine import node_rewriter
-from verglas.rewrite.registry import register
+from verglas.rewrite.registry import phase_rule
 from verglas.rewrite.utils import (broadcasts_nothing, const_like, constant_value, elemwise_op,
                                    first, is_constant, is_float, is_int_or_bool, same_as,
                                    scalar_constant, single_client)
@@ -69,12 +68,7 @@ def _reorders_ties(node) -> bool:
         np.dtype(v.dtype).kind in "fc" for v in node.inputs)
 
 
-def _rule(*tracks, scalar_tracks=(), tags=CHEAP):
-    """Register into this phase: `@_rule(Elemwise, scalar_tracks=(s.Add,))`."""
-    def decorate(fn):
-        return register(node_rewriter(*tracks, scalar_tracks=scalar_tracks)(fn),
-                        phase="canonicalize", tags=tags)
-    return decorate
+_rule = phase_rule("canonicalize", CHEAP)
 
 
 def _identity(out: Variable, x: Variable, c: Variable, value) -> Variable | None:

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from verglas.rewrite.engine import GraphRewriter, NodeRewriter
+from verglas.rewrite.engine import GraphRewriter, NodeRewriter, node_rewriter
 
-__all__ = ["MODES", "REWRITES", "Entry", "Mode", "Registry", "get_mode", "register"]
+__all__ = ["MODES", "REWRITES", "Entry", "Mode", "Registry", "get_mode", "phase_rule", "register"]
 
 
 @dataclass(frozen=True)
@@ -124,6 +124,19 @@ def _labels(labels) -> frozenset[str]:
 
 REWRITES = Registry()  # the rewrites of verglas: theme modules register into it on import
 register = REWRITES.register
+
+
+def phase_rule(phase: str, tags):
+    """The decorator a theme module registers its node rules with: after
+    `_rule = phase_rule("shape", TAGS)`, `@_rule(Elemwise, scalar_tracks=(s.Add,))` is
+    `@register(phase="shape", tags=TAGS)` over `@node_rewriter(Elemwise, ...)`; a rule may
+    name its own `tags`."""
+    def rule(*tracks, scalar_tracks=(), tags=tags):
+        def decorate(fn):
+            return register(node_rewriter(*tracks, scalar_tracks=scalar_tracks)(fn),
+                            phase=phase, tags=tags)
+        return decorate
+    return rule
 
 MODES = {
     "fast_run": Mode(include=("fast_run",), name="fast_run"),  # every rewrite worth its time

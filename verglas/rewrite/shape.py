@@ -22,8 +22,7 @@ from verglas.ops.linalg import MatMul
 from verglas.ops.math import cast
 from verglas.ops.reduce import Reduce, Sum
 from verglas.ops.shape import Alloc, Reshape
-from verglas.rewrite.engine import node_rewriter
-from verglas.rewrite.registry import register
+from verglas.rewrite.registry import phase_rule
 from verglas.rewrite.utils import first, same_as, scalar_constant
 
 __all__ = ["ShapeDims", "dims_of", "scalar_dim", "shape_to_vector", "shape_subtensor",
@@ -250,11 +249,7 @@ def _dim_variable(fgraph, dim):
     return None
 
 
-def _rule(*tracks, scalar_tracks=()):
-    def decorate(fn):
-        return register(node_rewriter(*tracks, scalar_tracks=scalar_tracks)(fn),
-                        phase="shape", tags=TAGS)
-    return decorate
+_rule = phase_rule("shape", TAGS)
 
 
 @_rule(Shape)

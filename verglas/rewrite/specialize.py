@@ -16,8 +16,7 @@ from verglas.ops import scalar as s
 from verglas.ops.basic import DimShuffle
 from verglas.ops.elemwise import Elemwise
 from verglas.ops.reduce import All, Any, Reduce
-from verglas.rewrite.engine import node_rewriter
-from verglas.rewrite.registry import register
+from verglas.rewrite.registry import phase_rule
 from verglas.rewrite.utils import (broadcasts_nothing, elemwise_op, first, is_constant, is_float,
                                    same_as, scalar_constant)
 
@@ -27,11 +26,7 @@ __all__ = ["expm1_specialize", "log1p_specialize", "mul_self_to_sqr", "mul_minus
 TAGS = ("fast_run",)
 
 
-def _rule(*tracks, scalar_tracks=()):
-    def decorate(fn):
-        return register(node_rewriter(*tracks, scalar_tracks=scalar_tracks)(fn),
-                        phase="specialize", tags=TAGS)
-    return decorate
+_rule = phase_rule("specialize", TAGS)
 
 
 def _plus_constant(node, value) -> Variable | None:

@@ -8,6 +8,9 @@ Stable API (other test modules rely on it):
   shape, values equal within a dtype-dependent tolerance (NaNs in the same places). It also
   asserts that the inputs were not modified and that the outputs are fresh, writable arrays.
 - `assert_like_numpy(got, expected, rtol=None, atol=None, check_dtype=True)`.
+- `check_call(arrays, copies, got, expected, ...)`: what every comparison of a call checks (the
+  inputs unchanged, each output like numpy's, fresh, aliasing no input and no other output);
+  `compare_to_numpy` here, `compare_backend` (CPU) and `compare_cuda` call it.
 - `random_array(rng, dtype, shape, ...)`, `with_layout(array, layout)` (same values, other
   strides: "C", "F", "strided", "reversed").
 - hypothesis strategies: `shapes()`, `dtypes()`, `broadcastable_shapes()`, `symbolic_shape()`,
@@ -24,8 +27,8 @@ from hypothesis.extra import numpy as hnp
 import verglas as vg
 
 __all__ = ["SETTINGS", "DTYPES", "FLOAT_DTYPES", "INT_DTYPES", "LAYOUTS", "compare_to_numpy",
-           "compile_and_run", "assert_like_numpy", "default_tolerance", "random_array",
-           "with_layout", "shapes", "dtypes", "broadcastable_shapes", "symbolic_shape",
+           "compile_and_run", "assert_like_numpy", "check_call", "default_tolerance",
+           "random_array", "with_layout", "shapes", "dtypes", "broadcastable_shapes", "symbolic_shape",
            "layouts", "seeds"]
 
 SETTINGS = settings(max_examples=40, deadline=None, derandomize=True,
@@ -66,6 +69,30 @@ def assert_like_numpy(got, expected, rtol=None, atol=None, check_dtype: bool = T
                                    err_msg=label)
     else:
         np.testing.assert_array_equal(got, expected, err_msg=label)
+
+
+def check_call(arrays, copies, got: list, expected: list, rtol=None, atol=None,
+               check_dtype: bool = True, tolerance=default_tolerance, writable: bool = True):
+    """After a call on `arrays` (`copies` taken before it): the inputs are unchanged, each
+    output (device arrays are brought to the host) is like its expected one, within `rtol`,
+    `atol` or `tolerance(dtype)`'s, is writable (`writable`) and aliases no input and no other
+    output."""
+    for a, c in zip(arrays, copies):
+        if isinstance(a, np.ndarray):
+            np.testing.assert_array_equal(a, c, err_msg="an input was modified")
+    assert len(got) == len(expected), f"{len(got)} outputs, numpy's {len(expected)}"
+    host = [vg.asnumpy(g) for g in got]
+    for k, (g, e) in enumerate(zip(host, expected)):
+        r, a = tolerance(np.asarray(e).dtype)
+        assert_like_numpy(g, e, r if rtol is None else rtol, a if atol is None else atol,
+                          check_dtype, label=f"output {k}: ")
+        if writable:
+            assert g.flags.writeable, f"output {k} is read-only"
+        for x in arrays:
+            if isinstance(x, np.ndarray):
+                assert not np.shares_memory(g, x), f"output {k} aliases an input"
+        for j in range(k):
+            assert not np.shares_memory(g, host[j]), f"outputs {j} and {k} alias"
 
 
 def compile_and_run(fn_symbolic, arrays, static_shapes=None, mode: str = "reference",
@@ -114,23 +141,12 @@ def compare_to_numpy(fn_symbolic, np_fn, arrays, static_shapes=None, rtol=None, 
     with np.errstate(all="ignore"):
         expected = np_fn(*copies)
     got, _ = compile_and_run(fn_symbolic, arrays, static_shapes, mode=mode, device=device)
-    for a, c, w in zip(arrays, copies, flags):
+    for a, w in zip(arrays, flags):
         if isinstance(a, np.ndarray):
-            np.testing.assert_array_equal(a, c, err_msg="an input was modified")
             assert a.flags.writeable == w, "an input's flags were modified"
     multi = isinstance(expected, (list, tuple))
-    got_list = list(got) if multi else [got]
-    exp_list = list(expected) if multi else [expected]
-    assert len(got_list) == len(exp_list)
-    for k, (g, e) in enumerate(zip(got_list, exp_list)):
-        g = vg.asnumpy(g)
-        assert_like_numpy(g, e, rtol, atol, check_dtype, label=f"output {k}: ")
-        assert g.flags.writeable, f"output {k} is read-only"
-        for a in arrays:
-            if isinstance(a, np.ndarray):
-                assert not np.shares_memory(g, a), f"output {k} aliases an input"
-        for j, other in enumerate(got_list[:k]):
-            assert not np.shares_memory(g, vg.asnumpy(other)), f"outputs {j} and {k} alias"
+    check_call(arrays, copies, list(got) if multi else [got],
+               list(expected) if multi else [expected], rtol, atol, check_dtype)
     return got
 
 

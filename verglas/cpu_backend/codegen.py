@@ -11,12 +11,12 @@ import numpy as np
 from verglas.config import config
 # each kernel module registers its ops' kernels into `emit` (and their helpers) on import
 from verglas.cpu_backend import (array_kernels, index_kernels, inner_kernels,  # noqa: F401
-                                 reduce_kernels)
+                                 reduce_kernels, shape_kernels)
 from verglas.cpu_backend.dimfacts import DimFacts, tuple_items
 from verglas.cpu_backend.dtypes import np_dtype, storage_dtype, to_storage
 from verglas.cpu_backend.intrinsics import (c_view, empty_expr, prefer_wide_vectors, ws_add,
                                             ws_carve, ws_reserve, ws_take, zero_d)
-from verglas.cpu_backend.kernels import emit
+from verglas.cpu_backend.kernels import EmitContext, emit
 from verglas.cpu_backend.reroll import reroll, reroll_loops
 from verglas.cpu_backend.rowfusion import emit_row_group
 from verglas.graph.basic import Constant
@@ -172,7 +172,7 @@ class ProgramSource:
         return name
 
 
-class StepContext:
+class StepContext(EmitContext):
     """What a kernel emitter sees: buffer names, static facts, and the source being built."""
 
     def __init__(self, src: ProgramSource, program, step, names, contiguous, storage):
@@ -295,18 +295,6 @@ class StepContext:
         _Storage.adopt); the output's name, or None (then allocate it)."""
         return self._storage.adopt(self.step.outputs[j], self.step.inputs[i], self.step.index)
 
-    def line(self, text: str) -> None:
-        self.em.line(text)
-
-    def fresh(self, prefix: str) -> str:
-        return self.em.fresh(prefix)
-
-    def indent(self):
-        return self.em.indent()
-
-    def raise_(self, exc: str, message: str) -> None:
-        self.em.line(f"raise {exc}({message!r})")
-
     def check_equal(self, pairs, exc: str, message: str) -> None:
         """Emit `if a != b or ...: raise exc(message)` for the length expressions (a, b) of
         `pairs` that earlier code has not already proven equal (see dimfacts.py); below it,
@@ -326,9 +314,6 @@ class StepContext:
         """Declare output `j`'s shape the length expressions `dims` (a view's)."""
         if self.em.depth == 1:
             self.src.facts.shape_is(self.out(j), dims)
-
-    def helper(self, prefix: str, fn) -> str:
-        return self.src.add_global(prefix, fn)
 
     def sub_function(self, sub_program) -> str:
         """The name of the function computing `sub_program`, generated once per program.

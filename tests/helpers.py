@@ -28,8 +28,8 @@ import verglas as vg
 
 __all__ = ["SETTINGS", "DTYPES", "FLOAT_DTYPES", "INT_DTYPES", "LAYOUTS", "compare_to_numpy",
            "compile_and_run", "assert_like_numpy", "check_call", "default_tolerance",
-           "random_array", "with_layout", "shapes", "dtypes", "broadcastable_shapes", "symbolic_shape",
-           "layouts", "seeds"]
+           "random_array", "with_layout", "shapes", "dtypes", "broadcastable_shapes",
+           "symbolic_shape", "layouts", "seeds"]
 
 SETTINGS = settings(max_examples=40, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

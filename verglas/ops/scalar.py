@@ -149,18 +149,6 @@ class Sign(UnaryScalarOp):
         return np.sign(x)  # numpy refuses bools (TypeError): so do we
 
 
-def _unary_float(name, nfunc, impl):
-    """Define a float unary op whose result dtype follows numpy (ints -> floats)."""
-    cls = type(_class_name(name), (UnaryScalarOp,), {
-        "op_name": name,
-        **_impl_attrs(impl, 1),
-        "nfunc": lambda self, x, _f=nfunc: _f(x),
-        "__module__": __name__,
-        "__qualname__": _class_name(name),
-    })
-    return _register(cls)
-
-
 def _sigmoid_impl(x):
     if x >= 0:
         return 1.0 / (1.0 + math.exp(-x))
@@ -203,26 +191,10 @@ def _np_erf_typed(x):
     return np.asarray(_np_erf(x.astype(dt))).astype(dt)
 
 
-Exp = _unary_float("exp", np.exp, "math.exp(x)")
-Log = _unary_float("log", np.log, "(math.log(x) if x > 0 else (-math.inf if x == 0 else math.nan))")
-Log1p = _unary_float("log1p", np.log1p,
-                     "(math.log1p(x) if x > -1 else (-math.inf if x == -1 else math.nan))")
-Expm1 = _unary_float("expm1", np.expm1, "math.expm1(x)")
-Sqrt = _unary_float("sqrt", np.sqrt, "(math.sqrt(x) if x >= 0 else math.nan)")
-Sin = _unary_float("sin", np.sin, "math.sin(x)")
-Cos = _unary_float("cos", np.cos, "math.cos(x)")
-Tan = _unary_float("tan", np.tan, "math.tan(x)")
-Tanh = _unary_float("tanh", np.tanh, "math.tanh(x)")
-Sigmoid = _unary_float("sigmoid", _np_sigmoid, _sigmoid_impl)
-Softplus = _unary_float("softplus", _np_softplus, _softplus_impl)
-Erf = _unary_float("erf", _np_erf_typed, "math.erf(x)")
-Sqr = _unary_float("sqr", np.square, "x * x")
-Reciprocal = _unary_float("reciprocal", lambda x: np.divide(1, x), "1.0 / x")
-
-
 def _numpy_typed(name, nfunc, impl):
-    """A unary scalar op whose result dtype is numpy's own (`nfunc` types it: floor and ceil
-    keep ints and bools, the predicates give bools, the complex parts reals)."""
+    """A unary scalar op whose result dtype is numpy's own (`nfunc` types it: exp and sin of
+    ints give floats, floor and ceil keep ints and bools, the predicates give bools, the
+    complex parts reals)."""
     cls = type(_class_name(name), (UnaryScalarOp,), {
         "op_name": name,
         **_impl_attrs(impl, 1),
@@ -231,6 +203,23 @@ def _numpy_typed(name, nfunc, impl):
         "__qualname__": _class_name(name),
     })
     return _register(cls)
+
+
+Exp = _numpy_typed("exp", np.exp, "math.exp(x)")
+Log = _numpy_typed("log", np.log, "(math.log(x) if x > 0 else (-math.inf if x == 0 else math.nan))")
+Log1p = _numpy_typed("log1p", np.log1p,
+                     "(math.log1p(x) if x > -1 else (-math.inf if x == -1 else math.nan))")
+Expm1 = _numpy_typed("expm1", np.expm1, "math.expm1(x)")
+Sqrt = _numpy_typed("sqrt", np.sqrt, "(math.sqrt(x) if x >= 0 else math.nan)")
+Sin = _numpy_typed("sin", np.sin, "math.sin(x)")
+Cos = _numpy_typed("cos", np.cos, "math.cos(x)")
+Tan = _numpy_typed("tan", np.tan, "math.tan(x)")
+Tanh = _numpy_typed("tanh", np.tanh, "math.tanh(x)")
+Sigmoid = _numpy_typed("sigmoid", _np_sigmoid, _sigmoid_impl)
+Softplus = _numpy_typed("softplus", _np_softplus, _softplus_impl)
+Erf = _numpy_typed("erf", _np_erf_typed, "math.erf(x)")
+Sqr = _numpy_typed("sqr", np.square, "x * x")
+Reciprocal = _numpy_typed("reciprocal", lambda x: np.divide(1, x), "1.0 / x")
 
 
 # math.floor returns an int: kept for the floats it holds exactly (|x| < 2**52, where it is

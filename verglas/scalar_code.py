@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import re
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -26,7 +27,7 @@ from verglas.graph import Constant
 from verglas.ops.scalar import Cast
 
 __all__ = ["loop_dtypes", "variant", "helpers_in", "HELPERS", "arith", "emit_scalar",
-           "substitute"]
+           "substitute", "term_runs", "TermRun", "TermLoops"]
 
 
 @functools.cache
@@ -103,23 +104,36 @@ def arith(op: str, a: str, b: str, dtype: str) -> str:
 
 
 def emit_scalar(sop, args: list[str], arg_dtypes: list[str], out_dtypes, *, literal, cast,
-                write_op) -> list[str]:
+                write_op, loops=None) -> list[str]:
     """The names of `sop`'s results on expressions `args`: a Composite's frozen scalar graph
     inlined node by node (constants as `literal(value, dtype)`), every other op's arguments
     converted (`cast(expr, dtype)`) to the dtypes numpy's loop computes in, then
-    `write_op(sop, args, arg_dtypes, out_dtype)` emitting it and returning its name."""
+    `write_op(sop, args, arg_dtypes, out_dtype)` emitting it and returning its name.
+
+    With `loops` (a TermLoops), the Composite's runs of like terms it can read are written as
+    loops over the terms."""
     inner = getattr(sop, "fgraph", None)
     if inner is not None:
         values = dict(zip(inner.inputs, args))
-        for node in inner.toposort():
-            ins = [literal(v.data, v.type.dtype) if isinstance(v, Constant) else values[v]
-                   for v in node.inputs]
-            outs = emit_scalar(node.op, ins, [v.type.dtype for v in node.inputs],
+        plans = loops.plan(inner) if loops is not None else {}
+        inside = {n for plan in plans.values() for n in plan[0].nodes}
+
+        def value_of(v):
+            return literal(v.data, v.type.dtype) if isinstance(v, Constant) else values[v]
+
+        def emit_node(node, ins):
+            return emit_scalar(node.op, ins, [v.type.dtype for v in node.inputs],
                                [o.type.dtype for o in node.outputs], literal=literal,
                                cast=cast, write_op=write_op)
-            values.update(zip(node.outputs, outs))
-        return [literal(o.data, o.type.dtype) if isinstance(o, Constant) else values[o]
-                for o in inner.outputs]
+
+        for node in inner.toposort():
+            if node in plans:
+                run, reads = plans[node]
+                values[node.outputs[0]] = loops.write(run, reads, value_of, emit_node, cast)
+            elif node not in inside:
+                outs = emit_node(node, [value_of(v) for v in node.inputs])
+                values.update(zip(node.outputs, outs))
+        return [value_of(o) for o in inner.outputs]
     (out_dtype,) = out_dtypes
     loop = loop_dtypes(sop, tuple(arg_dtypes))
     if loop is not None:  # (numba's promotion differs: float32 ** int32 stays float32 there,
@@ -279,3 +293,247 @@ HELPERS = {
     return complex((a.real * ratio + a.imag) * scale, (a.imag * ratio - a.real) * scale)
 ''',
 }
+
+
+# -- term runs ---------------------------------------------------------------------------------
+MIN_TERMS = 3  # shorter runs of like terms are written out
+
+
+@dataclass(frozen=True, eq=False)
+class TermRun:
+    """`terms` consecutive nodes of one accumulation chain in a scalar graph, each
+    `acc = combine(acc, term_k)` with every term_k the same little graph: generated code
+    computes them as one loop over k (its size then does not grow with the terms).
+
+    `template` is the first term's nodes in order and `root` its value; `leaves[s][k]` is what
+    term k reads at the template's leaf slot s (a graph input, a constant, or a value computed
+    before the chain); `nodes` are all the nodes the loop computes."""
+
+    start: object  # the accumulator's value before the run
+    end: object  # the node whose output is the run's result
+    acc_position: int
+    template: tuple
+    root: object
+    slots: tuple  # the first term's leaf variables, by slot
+    leaves: tuple  # per slot, one variable per term
+    nodes: frozenset
+
+    @property
+    def terms(self) -> int:
+        return len(self.leaves[0]) if self.leaves else 0
+
+
+@functools.lru_cache(maxsize=256)
+def term_runs(graph) -> tuple[TermRun, ...]:
+    """The runs of at least MIN_TERMS like terms in the accumulation chains of the (frozen,
+    scalar) `graph`: chains of one binary op whose accumulator input is read by nothing else,
+    each term a little graph of its own (read only by its chain node) whose nodes repeat term
+    after term with only their leaves changing."""
+    clients = graph.clients
+    runs = []
+    used: set = set()
+    for node in graph.toposort():
+        if node in used or len(node.inputs) != 2 or len(node.outputs) != 1:
+            continue
+        for pos in (0, 1):
+            chain = _chain_from(node, pos, clients)
+            if len(chain) >= MIN_TERMS:
+                found = _like_runs(chain, pos, clients)
+                if found:
+                    runs += found
+                    used.update(n for run in found for n in run.nodes)
+                    break
+    return tuple(runs)
+
+
+def _chain_from(node, pos, clients) -> list:
+    """The nodes op(op(op(acc, t1), t2), t3)... starting at `node` (whose accumulator, input
+    `pos`, is not itself such a chain link), each link's value read by the next one only."""
+    acc = node.inputs[pos]
+    if acc.owner is not None and acc.owner.op == node.op and len(clients[acc]) == 1:
+        return []  # not the chain's first link
+    chain = [node]
+    while True:
+        out = chain[-1].outputs[0]
+        uses = clients[out]
+        if len(uses) != 1 or uses[0][0] == "output":
+            return chain
+        nxt, i = uses[0]
+        if nxt.op != node.op or i != pos:
+            return chain
+        chain.append(nxt)
+
+
+def _term_nodes(root, link, clients) -> list | None:
+    """The nodes computing `root` read by nothing outside them (and `link`), in order; what they
+    read from elsewhere is a leaf. None when root is itself a leaf."""
+    if root.owner is None or any(c is not link for c, _ in clients[root]) or any(
+            clients[o] for o in root.owner.outputs if o is not root):
+        return None  # a leaf, or a value something else reads too
+    members = {root.owner}
+    stack = [root.owner]
+    while stack:  # the backward closure, then trimmed to what only the term reads
+        for v in stack.pop().inputs:
+            if v.owner is not None and v.owner not in members:
+                members.add(v.owner)
+                stack.append(v.owner)
+    changed = True
+    while changed:
+        changed = False
+        for n in list(members):
+            if n is root.owner:
+                continue
+            for out in n.outputs:
+                if any(c == "output" or (c is not link and c not in members)
+                       for c, _ in clients[out]):
+                    members.discard(n)
+                    changed = True
+                    break
+        if changed:  # what only removed nodes led to is not the term's either
+            keep = {root.owner}
+            stack = [root.owner]
+            while stack:
+                for v in stack.pop().inputs:
+                    if v.owner in members and v.owner not in keep:
+                        keep.add(v.owner)
+                        stack.append(v.owner)
+            members = keep
+    order: list = []
+    seen: set = set()
+
+    def visit(n):  # post-order: a node after what it reads
+        seen.add(n)
+        for v in n.inputs:
+            if v.owner in members and v.owner not in seen:
+                visit(v.owner)
+        order.append(n)
+
+    visit(root.owner)
+    return order
+
+
+def _shape(nodes, root) -> tuple[tuple, list] | None:
+    """(signature, leaves by slot) of a term: its nodes' ops and wiring, each input either a
+    node of the term (by place and output) or a leaf slot numbered by first reading."""
+    place = {n: k for k, n in enumerate(nodes)}
+    leaves: list = []
+    slot_of: dict = {}
+    sig = []
+    for n in nodes:
+        refs = []
+        for v in n.inputs:
+            if v.owner in place:
+                refs.append(("n", place[v.owner], v.owner.outputs.index(v)))
+            else:
+                if v not in slot_of:
+                    slot_of[v] = len(leaves)
+                    leaves.append(v)
+                refs.append(("leaf", slot_of[v], v.type.dtype))
+        sig.append((n.op, tuple(refs), tuple(o.type.dtype for o in n.outputs)))
+    return (tuple(sig), place[root.owner], root.owner.outputs.index(root)), leaves
+
+
+def _like_runs(chain, pos, clients) -> list[TermRun]:
+    """The runs of at least MIN_TERMS consecutive links of `chain` whose terms have one shape."""
+    out_dtype = chain[0].outputs[0].type.dtype
+    shapes = []
+    for link in chain:
+        term = link.inputs[1 - pos]
+        nodes = _term_nodes(term, link, clients)
+        ok = nodes is not None and link.inputs[pos].type.dtype == out_dtype \
+            and link.outputs[0].type.dtype == out_dtype
+        shapes.append((nodes, _shape(nodes, term)) if ok else None)
+    runs = []
+    k = 0
+    while k < len(chain):
+        if shapes[k] is None:
+            k += 1
+            continue
+        sig = shapes[k][1][0]
+        j = k + 1
+        while j < len(chain) and shapes[j] is not None and shapes[j][1][0] == sig:
+            j += 1
+        if j - k >= MIN_TERMS:
+            template = tuple(shapes[k][0])
+            first_leaves = shapes[k][1][1]
+            per_slot = tuple(tuple(shapes[m][1][1][s] for m in range(k, j))
+                             for s in range(len(first_leaves)))
+            nodes = frozenset(n for m in range(k, j) for n in shapes[m][0]) | set(chain[k:j])
+            runs.append(TermRun(start=chain[k].inputs[pos], end=chain[j - 1],
+                                acc_position=pos, template=template,
+                                root=chain[k].inputs[1 - pos], slots=tuple(first_leaves),
+                                leaves=per_slot, nodes=nodes))
+        k = j
+    return runs
+
+
+class TermLoops:
+    """How generated code reads the leaves of term runs, and writes the runs as loops.
+
+    `elements` maps a Composite input position to (array, offset, m): the input is element
+    `offset + m` of `array` (an expression each). `constants(dtype, values)` names an array
+    holding `values`. `em` writes lines (line, fresh, indent). A run is written as a loop when
+    each leaf slot reads one value for all its terms, constants, or elements of one array at
+    consecutive places."""
+
+    def __init__(self, em, elements: dict, constants):
+        self.em, self.elements, self.constants = em, elements, constants
+
+    def plan(self, graph) -> dict:
+        """{the run's end node: (run, per slot: how term c reads it)} for the runs it can read."""
+        position = {v: k for k, v in enumerate(graph.inputs)}
+        plans = {}
+        for run in term_runs(graph):
+            reads = [self._reader(leaves, position) for leaves in run.leaves]
+            if all(r is not None for r in reads):
+                plans[run.end] = (run, reads)
+        return plans
+
+    def inputs_only_looped(self, graph) -> set:
+        """The input positions read only by the planned loops (which read them as elements of
+        their arrays): generated code need not hold them one by one."""
+        inside = {n for run, _ in self.plan(graph).values() for n in run.nodes}
+        clients = graph.clients
+        return {k for k, v in enumerate(graph.inputs)
+                if clients[v] and all(c in inside for c, _ in clients[v])}
+
+    def _reader(self, leaves, position):
+        first = leaves[0]
+        if all(v is first for v in leaves):
+            return ("same", first)
+        if all(isinstance(v, Constant) for v in leaves):
+            return ("constants", first.type.dtype, [v.data for v in leaves])
+        locs = [self.elements.get(position.get(v)) for v in leaves]
+        if any(loc is None for loc in locs):
+            return None
+        array, offset, m = locs[0]
+        if all(loc[:2] == (array, offset) and loc[2] == m + k for k, loc in enumerate(locs)):
+            return ("elements", array, offset, m)
+        return None
+
+    def write(self, run: TermRun, reads, value_of, emit_node, cast) -> str:
+        """Emit `run` as a loop over its terms (`value_of` gives what a variable computed
+        before it is); the name holding its result."""
+        em = self.em
+        dtype = run.end.outputs[0].type.dtype
+        acc, c = em.fresh("acc"), em.fresh("c")
+        em.line(f"{acc} = {cast(value_of(run.start), dtype)}")
+        leaf_of = {}
+        for slot, read in zip(run.slots, reads):
+            if read[0] == "same":
+                leaf_of[slot] = value_of(read[1])
+            elif read[0] == "constants":
+                leaf_of[slot] = f"{self.constants(read[1], read[2])}[{c}]"
+            else:
+                _, array, offset, m = read
+                leaf_of[slot] = f"{array}[{offset} + {m} + {c}]"
+        em.line(f"for {c} in range({run.terms}):  # {run.terms} like terms")
+        with em.indent():
+            local = dict(leaf_of)
+            for node in run.template:
+                outs = emit_node(node, [local[v] for v in node.inputs])
+                local.update(zip(node.outputs, outs))
+            args = [acc, local[run.root]] if run.acc_position == 0 else [local[run.root], acc]
+            (value,) = emit_node(run.end, args)
+            em.line(f"{acc} = {value}")
+        return acc

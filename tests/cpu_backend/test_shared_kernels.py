@@ -14,7 +14,7 @@ import pytest
 
 import verglas as vg
 from tests.cpu_backend.utils import compare_backend, compile_pair, rng
-from verglas.cpu_backend.reroll import reroll, reroll_loops
+from verglas.cpu_backend.reroll import reroll
 
 
 def _source(inputs, outputs) -> str:
@@ -157,9 +157,10 @@ def test_big_sum_is_rerolled_and_right():
     body = _program_body(_source([x, *a], y))
     assert "(rerolled)" in body and re.search(r"\n    for rr\d+ in range\(\d+\):", body)
     assert len(re.findall(r"\bkern\d+\(", body)) < 10
-    # the terms inside each fused loop are a loop too: a few statements, not hundreds
+    # the terms inside each fused loop are a loop too (scalar_code.term_runs): a few
+    # statements, not hundreds
     src = _source([x, *a], y)
-    assert re.search(r"\n        +for rr\d+ in range\(\d+\):", src)
+    assert re.search(r"\n        +for c\d+ in range\(\d+\):  # \d+ like terms", src)
     assert src.count("f_sin") < 10
 
 
@@ -267,60 +268,3 @@ def test_reroll_needs_offsets_to_step_evenly():
     new = reroll(lines, src := _Src(consts), _buffer_type)
     pk = np.arange(20.0)
     assert _run(lines, consts, pk)[0] == _run(new, src.globals, pk)[0]
-
-
-# -- reroll_loops(): the terms of one fused loop body --------------------------------------------
-
-
-def _loop_function(terms, read_after=None, offsets=None):
-    """A kernel summing coefficient * sin(x + shift) over `terms` terms inside its loop, the
-    coefficients from a scalars_at tuple, the shifts constant globals."""
-    offsets = offsets or list(range(terms))
-    names = ", ".join(f"s{k}" for k in range(terms))
-    lines = ["def kern0(p0, sv0, so0, o0):",
-             f"    {names} = scalars_at0(sv0, so0, {terms})",
-             "    for i0 in range(p0.shape[0]):",
-             "        x0 = p0[i0]",
-             "        t0 = f_sin(x0)"]
-    acc = "t0"
-    for k in range(1, terms):
-        lines += [f"        u{k} = (x0) + (k{k})",
-                  f"        v{k} = f_sin(u{k})",
-                  f"        w{k} = (s{offsets[k]}) * (v{k})",
-                  f"        y{k} = ({acc}) + (w{k})"]
-        acc = f"y{k}"
-    lines.append(f"        o0[i0] = {acc}" + (f" + {read_after}" if read_after else ""))
-    lines.append("    return")
-    return "\n".join(lines), {f"k{k}": np.float64(k / 3) for k in range(terms)}
-
-
-def _run_kernel(text, consts):
-    def scalars_at0(arr, start, count):
-        return tuple(arr[start + k] for k in range(count))
-
-    ns = dict(consts, np=np, f_sin=np.sin, scalars_at0=scalars_at0)
-    exec(text, ns)
-    x, out = np.linspace(-1, 1, 5), np.zeros(5)
-    ns["kern0"](x, np.arange(40.0) / 7, 3, out)
-    return out
-
-
-# a value of the third block read after the loop: the run starts after it
-@pytest.mark.parametrize("read_after, repeats", [(None, 11), ("y2", 9)])
-def test_reroll_loops_keeps_the_meaning(read_after, repeats):
-    text, consts = _loop_function(12, read_after)
-    src = _Src(consts)
-    new = reroll_loops(text, src)
-    assert re.search(rf"\n        for rr\d+ in range\({repeats}\):", new)
-    assert new.count("f_sin") == 2 + 11 - repeats
-    # its elements are read by index in the loop (the tuple stays for the blocks before it)
-    assert ("scalars_at0(" in new) == (read_after is not None)
-    np.testing.assert_array_equal(_run_kernel(new, src.globals), _run_kernel(text, consts))
-
-
-def test_reroll_loops_needs_elements_to_step_evenly():
-    text, consts = _loop_function(8, offsets=[0, 1, 2, 4, 3, 5, 6, 7])
-    src = _Src(consts)
-    new = reroll_loops(text, src)
-    np.testing.assert_array_equal(_run_kernel(new, src.globals), _run_kernel(text, consts))
-    assert new.count("f_sin") > 2  # s4 read before s3: those blocks stay as they are

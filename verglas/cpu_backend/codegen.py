@@ -17,7 +17,7 @@ from verglas.cpu_backend.dtypes import np_dtype, storage_dtype, to_storage
 from verglas.cpu_backend.intrinsics import (c_view, empty_expr, prefer_wide_vectors, ws_add,
                                             ws_carve, ws_reserve, ws_take, zero_d)
 from verglas.cpu_backend.kernels import EmitContext, emit
-from verglas.cpu_backend.reroll import reroll, reroll_loops
+from verglas.cpu_backend.reroll import reroll
 from verglas.cpu_backend.rowfusion import emit_row_group
 from verglas.graph.basic import Constant
 from verglas.ops.elemwise import Elemwise
@@ -547,7 +547,7 @@ def generate(program, name: str = "program", parent: ProgramSource | None = None
         src.jit_names.append(name)
     if parent is None:
         wide = src.add_global("wide", prefer_wide_vectors)
-        src.text = "\n\n".join(_first_line(reroll_loops(text, src), f"    {wide}()")
+        src.text = "\n\n".join(_first_line(text, f"    {wide}()")
                                 for text in src.functions + [body])
     return src
 

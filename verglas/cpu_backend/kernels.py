@@ -25,7 +25,8 @@ from verglas.cpu_backend.vmath import FASTMATH, VMATH
 from verglas.ops import scalar as s
 from verglas.ops.elemwise import Elemwise
 from verglas.cpu_backend.vmath_ops import smul
-from verglas.scalar_code import HELPERS, emit_scalar, helpers_in, substitute, variant
+from verglas.scalar_code import (HELPERS, TermLoops, emit_scalar, helpers_in, substitute,
+                                 variant)
 from verglas.scalar_code import arith as scalar_arith
 
 __all__ = ["RuntimeBroadcast", "EmitContext", "KernelContext", "emit", "scalar_impl", "literal",
@@ -159,12 +160,22 @@ def _vmath(op_name: str, dtype: str):
     return VMATH.get((op_name, dtype))
 
 
-def scalar_expr(ctx, sop, args: list[str], arg_dtypes: list[str], out_dtypes) -> list[str]:
-    """Emit the scalar computation of `sop` on expressions `args`; return result names."""
+def scalar_expr(ctx, sop, args: list[str], arg_dtypes: list[str], out_dtypes,
+                loops=None) -> list[str]:
+    """Emit the scalar computation of `sop` on expressions `args`; return result names
+    (runs of like terms as loops, with `loops`: see term_loops)."""
     return emit_scalar(sop, args, arg_dtypes, out_dtypes,
                        literal=lambda value, dtype: literal(value, dtype, ctx),
                        cast=lambda expr, dtype: cast_expr(expr, dtype, ctx.src),
-                       write_op=lambda *a: _write_op(ctx, *a))
+                       write_op=lambda *a: _write_op(ctx, *a), loops=loops)
+
+
+def term_loops(ctx, elements: dict) -> TermLoops:
+    """The TermLoops of a step's scalar code: `elements` (input position -> (array, offset,
+    m)) says which inputs are array elements; varying constants become global arrays."""
+    def constants(dtype, values):
+        return ctx.helper("rk", np.array(values, dtype=storage_dtype(dtype)))
+    return TermLoops(ctx, elements, constants)
 
 
 def _write_op(ctx, sop, args: list[str], arg_dtypes: list[str], out_dtype: str) -> str:
@@ -264,8 +275,20 @@ def _emit_elemwise(op, ctx) -> None:
         _emit_elemwise_shared(op, ctx, arrays, sources, modes)
         return
     scalars = {}  # position -> scalar expression
-    for group in _scalar_groups(ctx, sources):
+    groups = _scalar_groups(ctx, sources)
+    elements = {}  # position -> (array, offset, m): element offset + m of array
+    for group in groups:
         loc = ctx.element_of(group[0])
+        if len(group) > 1 and loc is not None:
+            offset = ctx.src.offset(loc[1])
+            elements.update((i, (loc[0], offset, m)) for m, i in enumerate(group))
+    loops, looped = _term_loops(ctx, op, elements) if proven else (None, set())
+    for group in groups:
+        loc = ctx.element_of(group[0])
+        if len(group) > 1 and loc is not None and looped.issuperset(group):
+            # read term by term, inside the loops of like terms
+            scalars.update((i, "{}[{} + {}]".format(*elements[i])) for i in group)
+            continue
         if len(group) > 1 and loc is not None:  # a run of one array's elements: one statement
             hs = [ctx.fresh("h") for _ in group]
             fn = ctx.helper("scalars_at", scalars_at)
@@ -281,9 +304,18 @@ def _emit_elemwise(op, ctx) -> None:
                 scalars[i] = ctx.fresh("h")
                 ctx.line(f"{scalars[i]} = {value}")
     if proven:
-        _emit_elemwise_proven(op, ctx, arrays, scalars, modes, dims)
+        _emit_elemwise_proven(op, ctx, arrays, scalars, modes, dims, loops)
     else:
         _emit_elemwise_generic(op, ctx, arrays, scalars)
+
+
+def _term_loops(ctx, op, elements) -> tuple[TermLoops | None, set]:
+    """(the TermLoops of `op`'s Composite, the input positions only they read)."""
+    inner = getattr(op.scalar_op, "fgraph", None)
+    if inner is None:
+        return None, set()
+    loops = term_loops(ctx, elements)
+    return loops, loops.inputs_only_looped(inner)
 
 
 class EmitContext:
@@ -408,11 +440,16 @@ def _emit_elemwise_shared(op, ctx, arrays, sources, modes) -> None:
         kern = ctx.src.child(name)
         kctx = KernelContext(kern, ctx, contiguous)
         params = [f"p{i}" for i, _ in arrays]
+        elements = {i: (f"sv{k}", f"so{k}", m) for k, group in enumerate(groups)
+                    if len(group) > 1 for m, i in enumerate(group)}
+        loops, looped = _term_loops(kctx, op, elements)
         for k, group in enumerate(groups):
             if len(group) == 1:
                 params.append(f"s{group[0]}")
                 continue
             params += [f"sv{k}", f"so{k}"]
+            if looped.issuperset(group):
+                continue  # read term by term, inside the loops of like terms
             fn = kctx.helper("scalars_at", scalars_at)  # into locals before the loops
             names = ", ".join(f"s{i}" for i in group)
             kctx.line(f"{names} = {fn}(sv{k}, so{k}, {len(group)})")
@@ -420,8 +457,10 @@ def _emit_elemwise_shared(op, ctx, arrays, sources, modes) -> None:
         # argument, never from one call site's static shape
         out0 = kctx.alloc(0, None)
         kdims = [f"{out0}.shape[{a}]" for a in range(ndim)]
-        _emit_elemwise_proven(op, kctx, [(i, f"p{i}") for i, _ in arrays],
-                              {i: f"s{i}" for i in sources}, modes, kdims)
+        scalars = {i: "{}[{} + {}]".format(*elements[i]) if i in looped else f"s{i}"
+                   for i in sources}
+        _emit_elemwise_proven(op, kctx, [(i, f"p{i}") for i, _ in arrays], scalars, modes,
+                              kdims, loops)
         params += [f"o{j}" for j in range(len(node.outputs)) if j not in kctx._inplace]
         kern.emitter.line("return")
         ctx.src.functions.append("\n".join([f"def {name}({', '.join(params)}):"]
@@ -474,7 +513,7 @@ def _input_uses(sop, n: int) -> list[int]:
     return [uses[v] for v in inner.inputs]
 
 
-def _elemwise_body(ctx, op, scalars, index_of, out_index):
+def _elemwise_body(ctx, op, scalars, index_of, out_index, loops=None):
     node = ctx.node
     args = [scalars[i] if i in scalars else index_of(i) for i in range(len(node.inputs))]
     for i, n in enumerate(_input_uses(op.scalar_op, len(args))):
@@ -483,7 +522,7 @@ def _elemwise_body(ctx, op, scalars, index_of, out_index):
             ctx.line(f"{x} = {args[i]}")
             args[i] = x
     results = scalar_expr(ctx, op.scalar_op, args, [v.type.dtype for v in node.inputs],
-                          [o.type.dtype for o in node.outputs])
+                          [o.type.dtype for o in node.outputs], loops)
     for res, target in zip(results, out_index):
         ctx.line(f"{target} = {res}")
 
@@ -521,7 +560,7 @@ def broadcast_dim(ctx, candidates: list[str], message: str) -> str:
     return d
 
 
-def _emit_elemwise_proven(op, ctx, arrays, scalars, modes, dims=None) -> None:
+def _emit_elemwise_proven(op, ctx, arrays, scalars, modes, dims=None, loops=None) -> None:
     """All broadcasting is known (statically, or after run-time checks): direct indexing."""
     node = ctx.node
     ndim = node.outputs[0].ndim
@@ -532,7 +571,7 @@ def _emit_elemwise_proven(op, ctx, arrays, scalars, modes, dims=None) -> None:
     outs = [ctx.alloc(j, shape) for j in range(len(node.outputs))]
     if ndim == 0:
         _elemwise_body(ctx, op, scalars, lambda i: f"{names[i]}[()]",
-                       [f"{o}[()]" for o in outs])
+                       [f"{o}[()]" for o in outs], loops)
         return
     flat = all(m == "full" for mode in modes.values() for m in mode) and all(
         ctx.is_contiguous(i) or names[i] != ctx.inp(i) for i, _ in arrays)
@@ -555,7 +594,7 @@ def _emit_elemwise_proven(op, ctx, arrays, scalars, modes, dims=None) -> None:
         ctx.line(f"for {idx} in range({size}):")
         with ctx.indent():
             _elemwise_body(ctx, op, scalars, lambda i: f"{flats[i]}[{idx}]",
-                           [f"{fo}[{idx}]" for fo in oflat])
+                           [f"{fo}[{idx}]" for fo in oflat], loops)
         return
     loop_vars = [ctx.fresh("i") for _ in range(ndim)]
     for axis, var in enumerate(loop_vars):
@@ -567,7 +606,7 @@ def _emit_elemwise_proven(op, ctx, arrays, scalars, modes, dims=None) -> None:
         return f"{names[i]}[{idx}]"
 
     out_idx = "[" + ", ".join(loop_vars) + "]"
-    _elemwise_body(ctx, op, scalars, index_of, [f"{o}{out_idx}" for o in outs])
+    _elemwise_body(ctx, op, scalars, index_of, [f"{o}{out_idx}" for o in outs], loops)
     ctx.em.depth -= ndim
 
 

@@ -1,4 +1,9 @@
-"""Loop rerolling of generated code: a run of identical statement blocks becomes one loop.
+"""Loop rerolling of the program function's text: a run of identical statement blocks calling
+generated kernels becomes one loop.
+
+(A pass over generated text, kept until the scheduler says such runs itself. The loops
+inside kernels, a Composite's runs of like terms, are written structurally from its scalar
+graph: see scalar_code.term_runs.)
 
 numba's compile time grows with every statement of a function (a call of a jitted function
 costs it ~5-10 ms to type and lower), and a program such as a sum of hundreds of terms calls
@@ -87,17 +92,14 @@ def _is_ident(text: str) -> bool:
     return text[0].isalpha() or text[0] == "_"
 
 
-def _signature(stmt: _Stmt, bound: set, consts: dict, elements: dict) -> tuple:
-    """The statement's tokens with bound names, scalar constants, tuple elements and integers
-    abstracted."""
+def _signature(stmt: _Stmt, bound: set, consts: dict) -> tuple:
+    """The statement's tokens with bound names, scalar constants and integers abstracted."""
     out = []
     for _, _, _, text in stmt.tokens:
         if text in bound:
             out.append("§b")
         elif text in consts:
             out.append("§k")
-        elif text in elements:
-            out.append("§e")
         elif text.isdigit():
             out.append("§n")
         else:
@@ -120,10 +122,9 @@ class _Plan:
         self.carried: dict[int, int] = {}  # token index -> bound position read from before
         self.steps: dict[int, int] = {}  # token index of an offset -> its step
         self.varying: dict[int, list] = {}  # token index of a constant -> its names
-        self.elements: dict[int, int] = {}  # token index of a tuple element -> its index step
 
 
-def _check(stmts, plan: _Plan, buffer_type, consts, elements) -> int:
+def _check(stmts, plan: _Plan, buffer_type, consts) -> int:
     """How many of the plan's blocks hold (from the first), filling in the plan's maps."""
     p, start = plan.period, plan.start
     blocks = [stmts[start + r * p:start + (r + 1) * p] for r in range(plan.repeats)]
@@ -165,13 +166,6 @@ def _check(stmts, plan: _Plan, buffer_type, consts, elements) -> int:
             elif a.isdigit() and b.isdigit() and _offset_context(toks0, k):
                 step = plan.steps.setdefault(k, int(b) - int(a))
                 if int(b) != int(a) + r * step:
-                    return r
-            elif k in plan.elements or (r == 1 and a != b and a in elements
-                                        and b in elements and k not in plan.carried):
-                (array_a, offset_a, index_a), (array_b, offset_b, index_b) = \
-                    elements[a], elements.get(b, (None, None, 0))
-                step = plan.elements.setdefault(k, index_b - index_a)
-                if (array_b, offset_b) != (array_a, offset_a) or index_b != index_a + r * step:
                     return r
             elif k in plan.varying:  # (equal values share one global: b may be a again)
                 if b not in consts or consts[b].dtype != consts[a].dtype:
@@ -223,16 +217,10 @@ def reroll(lines: list[str], src, buffer_type) -> list[str]:
     if len(_CALL.findall("\n".join(lines))) < MIN_REPEATS:
         return lines
     stmts = _statements(lines)
-    return _reroll_statements(stmts, len(stmts), src, buffer_type, {}, need_call=True)
-
-
-def _reroll_statements(stmts, n_run, src, buffer_type, elements, need_call) -> list[str]:
-    """The lines of stmts[:n_run] with runs rerolled (the statements after n_run are only read:
-    what later code reads of the run)."""
     consts = {n: v for n, v in src.globals.items() if isinstance(v, np.generic)}
     bound = {n for s in stmts for n in s.binds}
     ids: dict[tuple, int] = {}
-    sigs = [ids.setdefault(_signature(s, bound, consts, elements), len(ids)) for s in stmts]
+    sigs = [ids.setdefault(_signature(s, bound, consts), len(ids)) for s in stmts]
     n = len(stmts)
     # same[p][i]: how many statements from i on equal the one p further (signatures only)
     same = {}
@@ -243,93 +231,33 @@ def _reroll_statements(stmts, n_run, src, buffer_type, elements, need_call) -> l
         same[p] = run
     out: list[str] = []
     i = 0
-    while i < n_run:
-        plan = _best_run(stmts, same, i, buffer_type, consts, elements, need_call, n_run)
+    while i < n:
+        plan = _best_run(stmts, same, i, buffer_type, consts)
         if plan is None:
             out.extend(stmts[i].comments + stmts[i].lines)
             i += 1
             continue
         end = plan.start + plan.period * plan.repeats
-        out.extend(_emit(stmts, plan, src, stmts[end:], elements))
+        out.extend(_emit(stmts, plan, src, stmts[end:]))
         i = end
     return out
 
 
-# a statement of straight-line loop code: an assignment (no control flow, no block opener)
-_SIMPLE = re.compile(r"^ *(?!(?:return|raise|if|elif|else|for|while|with|try|except|def)\b)"
-                     r"[^#\s].*[^:]$")
-_ELEMENTS = re.compile(r"^\s*((?:[A-Za-z_]\w*\s*,\s*)+[A-Za-z_]\w*)\s*=\s*scalars_at\d+\("
-                       r"(\w+), (.+), (\d+)\)$")
-
-
-def reroll_loops(text: str, src) -> str:
-    """Function source `text` with repeated blocks of the straight-line code inside its loops
-    rerolled into inner loops (see the module docstring).
-
-    A fused sum of hundreds of terms `a_i * sin(x + c_i)` makes loop bodies of hundreds of
-    statements that differ only in the scalars they read: the scalars come from tuples of
-    `scalars_at` (read by index in the rerolled loop) or constant globals (a global array).
-    """
-    lines = text.split("\n")
-    elements = {}  # name -> (array, offset expression, index) of a scalars_at tuple
-    for line in lines:
-        m = _ELEMENTS.match(line)
-        if m:
-            for k, name in enumerate(n.strip() for n in m.group(1).split(",")):
-                elements[name] = (m.group(2), m.group(3), k)
-    out: list[str] = []
-    i = 0
-    while i < len(lines):
-        depth = len(lines[i]) - len(lines[i].lstrip(" "))
-        j = i
-        while (depth > 4 and j < len(lines) and _SIMPLE.match(lines[j])
-               and len(lines[j]) - len(lines[j].lstrip(" ")) == depth):
-            j += 1
-        if j - i < 2 * MIN_REPEATS:
-            out.append(lines[i])
-            i += 1
-            continue
-        shift = depth - 4  # the run as a depth-1 body, and what follows it, read only
-        stmts = [_Stmt([line[shift:]]) for line in lines[i:j]] + [_Stmt(lines[j:])]
-        out.extend(" " * shift + line if line else line for line in _reroll_statements(
-            stmts, j - i, src, _scalar_type, elements, need_call=False))
-        i = j
-    return "\n".join(_drop_unread_tuples(out) if len(out) != len(lines) else out)
-
-
-def _scalar_type(name: str) -> tuple:
-    """What a loop body's values are to _carry_ok: any local may carry any other."""
-    return ("scalar",)
-
-
-def _drop_unread_tuples(lines: list[str]) -> list[str]:
-    """`lines` without the scalars_at tuples that no line reads any more."""
-    text = "\n".join(lines)
-    out = []
-    for line in lines:
-        m = _ELEMENTS.match(line)
-        if m and not any(len(re.findall(rf"\b{n.strip()}\b", text)) > 1
-                         for n in m.group(1).split(",")):
-            continue
-        out.append(line)
-    return out
-
-
-def _best_run(stmts, same, i, buffer_type, consts, elements, need_call, n_run):
+def _best_run(stmts, same, i, buffer_type, consts):
     """The verified run starting at statement i that saves the most statements, or None."""
     candidates = []
     for p, run in same.items():
-        r = min(1 + run[i] // p, (n_run - i) // p)
-        if r >= MIN_REPEATS and p * (r - 1) >= MIN_SAVED and (not need_call or any(
-                s.calls for s in stmts[i:i + p])):
+        r = min(1 + run[i] // p, (len(stmts) - i) // p)
+        if r >= MIN_REPEATS and p * (r - 1) >= MIN_SAVED and any(
+                s.calls for s in stmts[i:i + p]):
             candidates.append((p * (r - 1), -p, r))
     for _, neg_p, r in sorted(candidates, reverse=True):
         plan = _Plan(i, -neg_p, r)
-        held = _check(stmts, plan, buffer_type, consts, elements)
+        held = _check(stmts, plan, buffer_type, consts)
         if held < r:
             plan = _Plan(i, -neg_p, held)
             if held < MIN_REPEATS or plan.period * (held - 1) < MIN_SAVED or \
-                    _check(stmts, plan, buffer_type, consts, elements) < held:
+                    _check(stmts, plan, buffer_type, consts) < held:
                 continue
         end = i + plan.period * plan.repeats
         early = {n for stmt in stmts[i:end - plan.period] for n in stmt.binds}
@@ -339,7 +267,7 @@ def _best_run(stmts, same, i, buffer_type, consts, elements, need_call, n_run):
     return None
 
 
-def _emit(stmts, plan: _Plan, src, lines_after, elements) -> list[str]:
+def _emit(stmts, plan: _Plan, src, lines_after) -> list[str]:
     p, r0 = plan.period, plan.start
     block = stmts[r0:r0 + p]
     last = stmts[r0 + (plan.repeats - 1) * p:r0 + plan.repeats * p]
@@ -363,10 +291,6 @@ def _emit(stmts, plan: _Plan, src, lines_after, elements) -> list[str]:
             elif plan.steps.get(k):
                 edits.setdefault((s, line_no), []).append(
                     (start, end, f"{text} + {plan.steps[k]} * {c}"))
-            elif k in plan.elements:
-                array, offset, index = elements[text]
-                edits.setdefault((s, line_no), []).append(
-                    (start, end, f"{array}[{offset} + {index} + {plan.elements[k]} * {c}]"))
             elif k in plan.varying:
                 values = [src.globals[name] for name in plan.varying[k]]
                 arr = src.add_global("rk", np.array(values, dtype=values[0].dtype))

@@ -1,0 +1,114 @@
+"""scalar_code: the term runs of scalar graphs (an accumulation of like terms is found from the
+graph itself, as one run whose leaves say what each term reads) and, on the CPU, the loops
+generated code writes for them, checked against numpy."""
+
+import re
+
+import numpy as np
+import pytest
+
+import verglas as vg
+from verglas.graph import ScalarType
+from verglas.graph.basic import Constant, intern_constant
+from verglas.ops import scalar as s
+from verglas.ops.composite import Composite, scalar_apply, scalar_variable
+from verglas.scalar_code import MIN_TERMS, TermLoops, term_runs
+from tests.cpu_backend.utils import compare_backend, compile_pair
+
+
+def _apply(op, *args):
+    return scalar_apply(op, list(args)).outputs[0]
+
+
+def _sum_graph(n_terms, shift=lambda k: float(k), extra_outputs=()):
+    """x, c_1..c_n -> sum_k c_k * sin(x + shift(k)) as a scalar graph, plus the nodes named by
+    `extra_outputs` (term k's value "t<k>" or the accumulator after term k "a<k>")."""
+    x = scalar_variable("float64")
+    cs = [scalar_variable("float64") for _ in range(n_terms)]
+    named = {}
+    acc = _apply(s.Mul(), cs[0], _apply(s.Sin(), x))
+    for k in range(1, n_terms):
+        term = _apply(s.Mul(), cs[k], _apply(s.Sin(), _apply(s.Add(), x, _const(shift(k)))))
+        acc = _apply(s.Add(), acc, term)
+        named[f"t{k}"], named[f"a{k}"] = term, acc
+    graph = Composite.from_variables([x, *cs], [acc, *(named[e] for e in extra_outputs)]).fgraph
+    return graph
+
+
+def _const(value):
+    return intern_constant(Constant(ScalarType("float64"), value))
+
+
+def test_a_sum_of_like_terms_is_one_run():
+    graph = _sum_graph(12)
+    (run,) = term_runs(graph)
+    assert run.terms == 11 and run.end.outputs[0] is graph.outputs[0]
+    by_kind = sorted(type(leaves[0]).__name__ for leaves in run.leaves)
+    assert len(run.leaves) == 3  # x, the shift, the coefficient
+    coefs = next(leaves for leaves in run.leaves if leaves[0] is graph.inputs[2])
+    assert list(coefs) == list(graph.inputs[2:13])
+    shifts = next(leaves for leaves in run.leaves if isinstance(leaves[0], Constant))
+    assert [float(c.data) for c in shifts] == [float(k) for k in range(1, 12)]
+    assert by_kind.count("NominalVariable") == 2
+
+
+def test_too_few_terms_make_no_run():
+    assert term_runs(_sum_graph(MIN_TERMS)) == ()  # the first term differs: MIN_TERMS - 1 alike
+
+
+@pytest.mark.parametrize("read, terms", [("t5", (4, 6)), ("a5", (5, 6))])
+def test_values_read_elsewhere_split_the_run(read, terms):
+    # term 5's value, or the accumulator after it, is also an output: no loop may hide it
+    graph = _sum_graph(12, extra_outputs=(read,))
+    assert tuple(run.terms for run in term_runs(graph)) == terms
+
+
+def test_term_loops_read_elements_that_step_by_one():
+    graph = _sum_graph(8)
+    lines = []
+
+    class Em:
+        def line(self, text):
+            lines.append(text)
+
+    in_order = {i: ("sv0", "so0", i - 1) for i in range(1, 9)}
+    shuffled = dict(in_order)
+    shuffled[4], shuffled[5] = in_order[5], in_order[4]
+    assert len(TermLoops(Em(), in_order, None).plan(graph)) == 1
+    assert TermLoops(Em(), shuffled, None).plan(graph) == {}
+    assert TermLoops(Em(), in_order, None).inputs_only_looped(graph) == set(range(2, 9))
+
+
+# -- generated code ------------------------------------------------------------------------------
+def _terms_program(n, dtype="float64", order=None, shared=False, maximum=False):
+    x = vg.tensor("x", shape=(None,), dtype=dtype)
+    a = vg.tensor("a", shape=(n,), dtype=dtype)
+    order = order or list(range(n))
+    base = vg.exp(x * 0.5) if shared else None  # one value every term reads
+    acc = None
+    for k in order:
+        inner = vg.sin(x + k) * base if shared else vg.sin(x + k)
+        term = a[k] * inner if dtype.startswith("float") else a[k] * (x + k)
+        acc = term if acc is None else (vg.maximum(acc, term) if maximum else acc + term)
+    return [x, a], acc
+
+
+@pytest.mark.parametrize("case", ["in_order", "shuffled", "shared", "maximum", "int32",
+                                  "float32"])
+def test_loops_of_like_terms_match_numpy(case):
+    n = 40
+    kwargs = {"shuffled": dict(order=list(np.random.default_rng(1).permutation(n))),
+              "shared": dict(shared=True), "maximum": dict(maximum=True),
+              "int32": dict(dtype="int32"), "float32": dict(dtype="float32")}.get(case, {})
+    inputs, out = _terms_program(n, **kwargs)
+    g = np.random.default_rng(2)
+    dtype = kwargs.get("dtype", "float64")
+    if dtype == "int32":  # (large enough to wrap around, as numpy's int32 does)
+        arrays = [g.integers(-2**30, 2**30, 9).astype(dtype),
+                  g.integers(-2**20, 2**20, n).astype(dtype)]
+    else:
+        arrays = [g.standard_normal(9).astype(dtype), g.standard_normal(n).astype(dtype)]
+    compare_backend(inputs, out, arrays, rtol=1e-4 if dtype == "float32" else None)
+    text = compile_pair(inputs, out)[0]._runner.text
+    looped = re.search(r"for c\d+ in range\(\d+\):  # \d+ like terms", text) is not None
+    assert looped == (case != "shuffled"), text  # shuffled elements do not step by one

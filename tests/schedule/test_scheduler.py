@@ -73,3 +73,20 @@ def test_an_element_read_kept_where_a_non_elementwise_step_uses_it():
     out = vg.sum(x[2] * x) + x[1]
     program = program_of([x], [out, x[0]])  # x[0] is an output: a view step of its own
     assert any("Subtensor" in str(s.node.op) for s in program.steps)
+
+
+def test_an_op_many_steps_run_is_one_shared_kernel():
+    x = vg.tensor("x", shape=(None,), dtype="float64")
+    a = vg.tensor("a", shape=(100,), dtype="float64")
+    acc = a[0] * vg.sin(x)
+    for i in range(1, 100):
+        acc = acc + a[i] * vg.sin(x + i)
+    program = program_of([x, a], [acc, vg.sum(acc) * 0.5])
+    shared = program.shared_kernels()
+    assert shared and all(n >= 2 for n in shared.values())
+    steps = [s for s in program.steps if s.node.op in shared]
+    assert len(steps) == sum(shared.values())  # every use of a shared op, outside row groups
+    assert all(s.node.outputs[0].ndim >= 1 for s in steps)
+    text = str(program)
+    assert text.count("[kernel k0]") == list(shared.values())[0]
+    assert "one kernel for the" in text

@@ -4,7 +4,6 @@ compiles as a single unit (one compilation per program, whatever the number of s
 from __future__ import annotations
 
 import re
-from collections import Counter
 
 import numpy as np
 
@@ -20,8 +19,6 @@ from verglas.cpu_backend.kernels import EmitContext, emit
 from verglas.cpu_backend.reroll import reroll
 from verglas.cpu_backend.rowfusion import emit_row_group
 from verglas.graph.basic import Constant
-from verglas.ops.elemwise import Elemwise
-from verglas.ops.reduce import Reduce
 from verglas.schedule.program import Step
 from verglas.source import Emitter, tuple_expr
 
@@ -34,7 +31,6 @@ PACK_THRESHOLD = 4
 # An Elemwise or reduction op used at least this many times in a program becomes one kernel
 # function its steps call: compiling a kernel costs about as much as one inline loop nest,
 # each call a few ms.
-SHARE_MIN_USES = 2
 
 
 class _Names(dict):
@@ -77,7 +73,7 @@ class ProgramSource:
         self.arg_constants: list | None = []  # large constants passed as arguments
         self.functions: list[str] = []  # extra top-level functions (sub-programs)
         self._constants: dict = {}
-        self.shared_ops: dict = {}  # elementwise ops used twice or more: one kernel function
+        self.shared_ops: dict = {}  # Program.shared_kernels: ops compiled as one kernel function
         # (op, broadcasting, layout) -> (kernel function name, its scalar groups)
         self.shared_kernels: dict = {}
         self.jit_names: list[str] = []  # names of those functions, callees first
@@ -451,9 +447,7 @@ def generate(program, name: str = "program", parent: ProgramSource | None = None
     src = ProgramSource(name) if parent is None else parent.child(name)
     if parent is None:
         src.specialized = specialized
-    src.shared_ops = {op: n for op, n in Counter(
-        s.node.op for s in program.steps if isinstance(s.node.op, (Elemwise, Reduce))).items()
-        if n >= SHARE_MIN_USES}
+    src.shared_ops = program.shared_kernels()  # (the scheduler's decision)
     em = src.emitter
     names = _Names(em)
     contiguous: dict[int, bool] = {}

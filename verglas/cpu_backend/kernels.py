@@ -270,7 +270,7 @@ def _emit_elemwise(op, ctx) -> None:
     if not proven and ctx.src.specialized:  # checked here, then known like the proven
         dims, modes = _check_specialized(op, ctx, arrays, modes)
         proven = True
-    if proven and ctx.src.shared_ops.get(op, 0) >= 2 and node.outputs[0].ndim and all(
+    if proven and op in ctx.src.shared_ops and all(
             i in {i for i, _ in arrays} for _, i in op.inplace_pattern):
         _emit_elemwise_shared(op, ctx, arrays, sources, modes)
         return

@@ -152,7 +152,7 @@ def _reduced_shape(op, x: str, ndim: int) -> str:
 
 @emit.register(Reduce)
 def _emit_reduce(op, ctx) -> None:
-    if ctx.src.shared_ops.get(op, 0) >= 2 and ctx.input_var(0).ndim >= 2:
+    if op in ctx.src.shared_ops:  # (the scheduler's decision: Program.shared_kernels)
         _emit_reduce_shared(op, ctx)
     else:
         _emit_reduce_inline(op, ctx)

@@ -11,7 +11,12 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-__all__ = ["Buffer", "Step", "Program", "is_metadata_step"]
+from verglas.ops.elemwise import Elemwise
+from verglas.ops.reduce import Reduce
+
+__all__ = ["Buffer", "Step", "Program", "is_metadata_step", "SHARE_MIN_USES"]
+
+SHARE_MIN_USES = 2  # an op that many loop steps run is one kernel, compiled once, called by each
 
 
 def is_metadata_step(step) -> bool:
@@ -88,6 +93,23 @@ class Program:
 
     def __post_init__(self):
         object.__setattr__(self, "_index", {b.var: b.id for b in self.buffers})
+        grouped = {s.index for g in self.groups for s in g.steps}
+        uses: dict = {}
+        for s in self.steps:  # loops over arrays (a 0-d step is a few inline statements)
+            op = s.node.op
+            looped = (isinstance(op, Elemwise) and s.node.outputs[0].ndim >= 1) or (
+                isinstance(op, Reduce) and s.node.inputs[0].ndim >= 2)
+            if looped and s.index not in grouped:
+                uses[op] = uses.get(op, 0) + 1
+        object.__setattr__(self, "_shared", {op: n for op, n in uses.items()
+                                             if n >= SHARE_MIN_USES})
+
+    def shared_kernels(self) -> dict:
+        """{op: its steps} for the elementwise (over arrays) and reduction (over matrices and up)
+        ops that SHARE_MIN_USES or more steps outside row groups run: each such op is one
+        kernel, compiled once and called by every step (compile time then follows the
+        distinct ops, not the program's size)."""
+        return dict(self._shared)
 
     # -- measurement ---------------------------------------------------------------------------
     def buffer_shapes(self, input_shapes) -> list[tuple[int, ...] | None]:
@@ -156,6 +178,8 @@ class Program:
             for step in unit.steps:
                 lines.append(f"       {step.index:3d}  {self._step_str(step, unit)}")
         lines.append("  out  " + ", ".join(self.buffer_str(b) for b in self.outputs))
+        for k, (op, n) in enumerate(self._shared.items()):
+            lines.append(f"  k{k}   one kernel for the {n} steps of {op}")
         return "\n".join(lines)
 
     def _step_str(self, step, group=None) -> str:
@@ -183,6 +207,8 @@ class Program:
             ins.append(name if index is None else f"{name}[{', '.join(map(str, index))}]")
         ins = ", ".join(ins)
         sub = " [sub-program]" if step.sub_program is not None else ""
+        if step.node.op in self._shared and group is None:
+            sub += f"  [kernel k{list(self._shared).index(step.node.op)}]"
         where = ""
         if group is not None and step.index in group.inlined:
             where = f"  (in the loop of {group.inlined[step.index]})"

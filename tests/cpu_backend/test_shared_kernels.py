@@ -268,3 +268,27 @@ def test_reroll_needs_offsets_to_step_evenly():
     new = reroll(lines, src := _Src(consts), _buffer_type)
     pk = np.arange(20.0)
     assert _run(lines, consts, pk)[0] == _run(new, src.globals, pk)[0]
+
+
+@pytest.mark.parametrize("spelling", ["scalars", "indexed"])
+def test_generated_code_grows_at_most_linearly_with_the_terms(spelling):
+    # the source numba must type, read without compiling it: per term a constant share of a
+    # kernel call at most, whichever way the coefficients are spelled
+    from verglas.cpu_backend.codegen import generate
+    from tests.schedule.test_scheduler import program_of
+
+    sizes = {}
+    for terms in (100, 400):
+        x = vg.tensor("x", shape=(None,), dtype="float64")
+        if spelling == "indexed":
+            a = vg.tensor("a", shape=(terms,), dtype="float64")
+            inputs, coefs = [x, a], [a[i] for i in range(terms)]
+        else:
+            coefs = [vg.scalar(f"a{i}") for i in range(terms)]
+            inputs = [x, *coefs]
+        program = program_of(inputs, [_sum_of_terms(x, coefs)])
+        text = generate(program, specialized=True).text
+        sizes[terms] = (len(program.steps), text.count("\n"), text.count("f_sin"))
+    (steps1, lines1, sins1), (steps4, lines4, sins4) = sizes[100], sizes[400]
+    assert steps4 <= 4 * steps1 + 2 and lines4 <= 4 * lines1
+    assert sins4 == sins1  # the terms are loops: sin is spelled a fixed number of times

@@ -57,6 +57,13 @@ class Backend:
     # the device (mode="reference": the reference executor)
     mode: str | None = None
     lowers: bool = True  # it runs the scheduled Program (else the optimized frozen graph)
+    # the Program variants it runs (schedule/variants.py): the specialized one first, the
+    # general one for calls that broadcast at run time; or the general one alone
+    variants: tuple[str, ...] = ("specialized", "general")
+
+    def program(self, program):
+        """The variant of the scheduler's `program` this backend runs first."""
+        return program if self.variants[0] == program.variant else program.general()
 
     def runner(self, code_of: Callable[[], object], key: str | None,
                input_types: list[TensorType]) -> Runner:

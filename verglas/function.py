@@ -52,7 +52,7 @@ def compile(inputs, outputs, device: str = "cpu", mode: str = "fast_run") -> Fun
         if isinstance(cached, dict) and isinstance(cached.get("graph"), FrozenFunctionGraph):
             return cached["graph"], cached.get("program")
         graph = _optimize(inputs, outputs, mode)
-        program = _lower(graph, names) if backend.lowers else None
+        program = _lower(graph, names, backend) if backend.lowers else None
         cache.store_pickle(entry, {"graph": graph, "program": program})
         cache.store_pickle(directory / "inputs.pkl",
                            [(v.type.dtype, v.type.shape) for v in graph.inputs])
@@ -92,8 +92,9 @@ def _optimize(inputs, outputs, mode) -> FrozenFunctionGraph:
     return fgraph.freeze(dedup_nodes=not inplace)
 
 
-def _lower(graph, names):
-    return schedule.lower(graph, tuple(names))
+def _lower(graph, names, backend):
+    """The Program of `graph`, in the variant `backend` runs first."""
+    return backend.program(schedule.lower(graph, tuple(names)))
 
 
 class Function:
@@ -136,7 +137,7 @@ class Function:
         if not self._backend.lowers:
             return None
         if self._program is None:
-            self._program = _lower(self.graph, self.input_names)
+            self._program = _lower(self.graph, self.input_names, self._backend)
         return self._program
 
     def _code(self):

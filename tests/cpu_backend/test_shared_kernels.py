@@ -1,6 +1,6 @@
 """Shared elementwise kernels (kernels._emit_elemwise_shared): one jitted function called from
 many steps, its one-element inputs passed in groups (a packed-input array or the constant
-pool and an offset), and runs of identical call blocks rerolled into loops (reroll.py)."""
+pool and an offset), and the scheduler's repeats emitted as loops (schedule/repeats.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ import pytest
 
 import verglas as vg
 from tests.cpu_backend.utils import compare_backend, compile_pair, rng
-from verglas.cpu_backend.reroll import reroll
 
 
 def _source(inputs, outputs) -> str:
@@ -82,42 +81,53 @@ def test_constants_only_come_from_the_pool():
     assert "kq0 = kpool" in body and re.search(r"kern\d+\(.*kq0, zo \+ ", body)
 
 
-def test_scalars_out_of_order_are_gathered():
+# 90 terms: three fused steps of 30, the last two calling one shared kernel; 150 terms: four
+# more blocks of steps, which the scheduler makes one loop (a repeat), its coefficients read by
+# iteration from tables
+
+
+@pytest.mark.parametrize("terms", [90, 150])
+def test_scalars_out_of_order_are_gathered(terms):
     # in order at the kernel's first call sites, reversed later: no run of consecutive
     # packed elements there, so those call sites gather them into an array
+    half = terms // 2
     x = vg.tensor("x", shape=(None,), dtype="float64")
-    a = [vg.scalar(f"a{i}") for i in range(150)]
-    y = _sum_of_terms(x, a[:80] + a[80:][::-1])
+    a = [vg.scalar(f"a{i}") for i in range(terms)]
+    y = _sum_of_terms(x, a[:half] + a[half:][::-1])
     g = rng(3)
-    arrays = [g.standard_normal(5), *(np.asarray(v) for v in g.standard_normal(150))]
+    arrays = [g.standard_normal(5), *(np.asarray(v) for v in g.standard_normal(terms))]
     compare_backend([x, *a], y, arrays)
-    assert re.search(r"\n    sv\d+ = empty\d+\(", _shared([x, *a], y))
+    if terms == 90:
+        assert re.search(r"\n    sv\d+ = empty\d+\(", _shared([x, *a], y))
     # reversed from the start: passed one by one
     y = _sum_of_terms(x, a[::-1])
     compare_backend([x, *a], y, arrays)
-    _shared([x, *a], y)
+    if terms == 90:
+        _shared([x, *a], y)
 
 
-def test_mixed_scalar_sources_in_one_kernel():
+@pytest.mark.parametrize("terms", [90, 150])
+def test_mixed_scalar_sources_in_one_kernel(terms):
     # the same op fed by packed inputs, computed 0-d values and constants at different sites
     x = vg.tensor("x", shape=(None,), dtype="float64")
-    a = [vg.scalar(f"a{i}") for i in range(150)]
-    coefs = [a[i] if i % 50 else vg.exp(a[i]) for i in range(150)]
+    a = [vg.scalar(f"a{i}") for i in range(terms)]
+    coefs = [vg.exp(a[i]) if i in (67, 100) else a[i] for i in range(terms)]
     y = _sum_of_terms(x, coefs)
     g = rng(4)
-    arrays = [g.standard_normal(6), *(np.asarray(v) for v in g.standard_normal(150))]
+    arrays = [g.standard_normal(6), *(np.asarray(v) for v in g.standard_normal(terms))]
     compare_backend([x, *a], y, arrays)
-    assert re.search(r"\n    sv\d+ = empty\d+\(", _shared([x, *a], y))
+    if terms == 90:
+        assert re.search(r"\n    sv\d+ = empty\d+\(", _shared([x, *a], y))
 
 
 def test_int64_shared_kernels():
     x = vg.tensor("x", shape=(None,), dtype="int64")
-    a = [vg.scalar(f"a{i}", dtype="int64") for i in range(150)]
+    a = [vg.scalar(f"a{i}", dtype="int64") for i in range(90)]
     acc = a[0] * x
-    for i in range(1, 150):
+    for i in range(1, 90):
         acc = acc + a[i] * (x + i) * (x - 2 * i)
     g = rng(5)
-    arrays = [g.integers(-50, 50, 13), *(np.asarray(v) for v in g.integers(-9, 9, 150))]
+    arrays = [g.integers(-50, 50, 13), *(np.asarray(v) for v in g.integers(-9, 9, 90))]
     compare_backend([x, *a], acc, arrays)
     _shared([x, *a], acc)
 
@@ -125,13 +135,13 @@ def test_int64_shared_kernels():
 def test_shared_kernels_on_matrices_with_broadcasting():
     x = vg.tensor("x", shape=(None, 3), dtype="float64")
     b = vg.tensor("b", shape=(3,), dtype="float64")
-    a = [vg.scalar(f"a{i}") for i in range(150)]
+    a = [vg.scalar(f"a{i}") for i in range(90)]
     acc = a[0] * vg.sin(x + b)
-    for i in range(1, 150):
+    for i in range(1, 90):
         acc = acc + a[i] * vg.sin(x + b * float(i))
     g = rng(6)
     arrays = [g.standard_normal((4, 3)), g.standard_normal(3),
-              *(np.asarray(v) for v in g.standard_normal(150))]
+              *(np.asarray(v) for v in g.standard_normal(90))]
     compare_backend([x, b, *a], acc, arrays)
     arrays[0] = np.asfortranarray(g.standard_normal((5, 3)))
     compare_backend([x, b, *a], acc, arrays)
@@ -147,16 +157,21 @@ def test_zero_d_program_with_many_scalars():
     compare_backend([xs, *a], y, arrays)
 
 
-def test_big_sum_is_rerolled_and_right():
+def test_big_sum_is_one_loop_of_repeated_blocks_and_right():
     x = vg.tensor("x", shape=(None,), dtype="float64")
     a = [vg.scalar(f"a{i}") for i in range(300)]
     y = _sum_of_terms(x, a)
     g = rng(8)
     arrays = [g.standard_normal(17), *(np.asarray(v) for v in g.standard_normal(300))]
     compare_backend([x, *a], y, arrays)
-    body = _program_body(_source([x, *a], y))
-    assert "(rerolled)" in body and re.search(r"\n    for rr\d+ in range\(\d+\):", body)
-    assert len(re.findall(r"\bkern\d+\(", body)) < 10
+    f = compile_pair([x, *a], y)[0]
+    (rep,) = f.program.repeats
+    assert rep.count >= 8 and rep.varying  # the coefficients are read by iteration
+    body = _program_body(f._runner.text)
+    assert re.search(r"\n    for rp\d+ in range\(\d+\):", body)
+    # the varying packed inputs: one gather of each dtype, no statement per coefficient
+    assert re.search(r"rv\d+ = pk0\[rvi\d+\]\.reshape", body)
+    assert len(re.findall(r"= pk0\[", body)) <= 2
     # the terms inside each fused loop are a loop too (scalar_code.term_runs): a few
     # statements, not hundreds
     src = _source([x, *a], y)
@@ -172,7 +187,7 @@ y = a[0] * vg.sin(x)
 for i in range(1, 150):
     y = y + a[i] * vg.sin(x + i)
 f = vg.compile([x, *a], y)
-assert "rerolled" in f._runner.text and "scalars_at" in f._runner.text
+assert "for rp0 in range(" in f._runner.text and "scalars_at" in f._runner.text
 xv, av = np.linspace(-2, 2, 7), [np.float64(i % 5 - 2) for i in range(150)]
 assert np.allclose(f(xv, *av), sum(av[i] * np.sin(xv + i) for i in range(150)))
 print("ok")
@@ -180,7 +195,7 @@ print("ok")
 
 
 def test_a_second_process_loads_shared_kernels_from_the_cache(tmp_path):
-    # the intrinsic, the constant pool and the rerolled constants are found again by name
+    # the intrinsic, the constant pool and the repeat's tables are found again by name
     env = dict(os.environ, VERGLAS_CACHE_DIR=str(tmp_path / "v"),
                NUMBA_CACHE_DIR=str(tmp_path / "n"))
     for _ in range(2):
@@ -188,86 +203,6 @@ def test_a_second_process_loads_shared_kernels_from_the_cache(tmp_path):
                              capture_output=True, timeout=300)
         assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
     assert list(tmp_path.rglob("runner.pkl"))
-
-
-# -- reroll() on its own, checked by running the code before and after in plain Python -------
-
-
-class _Src:
-    def __init__(self, consts=None):
-        from verglas.source import Emitter
-
-        self.globals = dict(consts or {})
-        self.emitter = Emitter(depth=1)
-
-    def add_global(self, prefix, value):
-        name = f"{prefix}{len(self.globals)}"
-        self.globals[name] = value
-        return name
-
-
-def _buffer_type(name):
-    return ("float64", 1) if re.fullmatch(r"(b|in)\d+", name) else None
-
-
-def _run(lines, consts, pk):
-    """Execute a body with a kernel that records its calls; (calls, returned value)."""
-    calls = []
-
-    def kern0(*args):
-        calls.append(tuple(a.tolist() if isinstance(a, np.ndarray) else a for a in args))
-        args[-1][0] += 1.0
-
-    text = "def program(in0, pk0):\n    zo = np.int64(0)\n" + "\n".join(lines) + "\n"
-    ns = dict(consts, np=np, kern0=kern0)
-    exec(text, ns)
-    out = ns["program"](np.zeros(2), pk)
-    return calls, out
-
-
-def _block(c, acc_in, acc_out, const):
-    return [f"    # step {c}",
-            f"    b{acc_out} = b{acc_in}",
-            f"    kern0(in0, pk0[{3 * c}], {const}, pk0, zo + {3 * c + 1}, b{acc_out})"]
-
-
-@pytest.mark.parametrize("cycle", [6, 2])  # constants all distinct, or repeating
-def test_reroll_keeps_the_meaning(cycle):
-    consts = {f"k{c}": np.float64(c / 2) for c in range(cycle)}
-    lines = ["    b0 = np.zeros(1)"]
-    for c in range(6):
-        lines += _block(c, c, c + 1, f"k{c % cycle}")
-    lines.append("    return b6.copy()")
-    new = reroll(lines, src := _Src(consts), _buffer_type)
-    assert any(line.startswith("    for rr") for line in new)
-    assert sum("kern0(" in line for line in new) == 1
-    pk = np.arange(20.0)
-    before, after = _run(lines, consts, pk), _run(new, src.globals, pk)
-    assert before[0] == after[0] and before[1].tolist() == after[1].tolist() == [6.0]
-
-
-def test_reroll_leaves_runs_whose_middle_values_are_read_later():
-    consts = {f"k{c}": np.float64(c) for c in range(5)}
-    lines = ["    b0 = np.zeros(1)"]
-    for c in range(5):
-        lines += _block(c, c, c + 1, f"k{c}")
-    lines.append("    return b2.copy()")  # a block's value other than the last one's
-    new = reroll(lines, src := _Src(consts), _buffer_type)
-    pk = np.arange(20.0)
-    assert _run(lines, consts, pk)[0] == _run(new, src.globals, pk)[0]
-    assert _run(new, src.globals, pk)[1].tolist() == [5.0]
-
-
-def test_reroll_needs_offsets_to_step_evenly():
-    consts = {"k0": np.float64(1.0)}
-    lines = ["    b0 = np.zeros(1)"]
-    for c, off in enumerate([0, 3, 7, 9, 12]):
-        lines += [f"    b{c + 1} = b{c}",
-                  f"    kern0(in0, pk0[{off}], k0, pk0, zo + {off}, b{c + 1})"]
-    lines.append("    return b5.copy()")
-    new = reroll(lines, src := _Src(consts), _buffer_type)
-    pk = np.arange(20.0)
-    assert _run(lines, consts, pk)[0] == _run(new, src.globals, pk)[0]
 
 
 @pytest.mark.parametrize("spelling", ["scalars", "indexed"])
@@ -287,7 +222,7 @@ def test_generated_code_grows_at_most_linearly_with_the_terms(spelling):
             coefs = [vg.scalar(f"a{i}") for i in range(terms)]
             inputs = [x, *coefs]
         program = program_of(inputs, [_sum_of_terms(x, coefs)])
-        text = generate(program, specialized=True).text
+        text = generate(program).text  # (the specialized variant)
         sizes[terms] = (len(program.steps), text.count("\n"), text.count("f_sin"))
     (steps1, lines1, sins1), (steps4, lines4, sins4) = sizes[100], sizes[400]
     assert steps4 <= 4 * steps1 + 2 and lines4 <= 4 * lines1

@@ -3,7 +3,6 @@ compiles as a single unit (one compilation per program, whatever the number of s
 
 from __future__ import annotations
 
-import re
 
 import numpy as np
 
@@ -16,10 +15,10 @@ from verglas.cpu_backend.dtypes import np_dtype, storage_dtype, to_storage
 from verglas.cpu_backend.intrinsics import (c_view, empty_expr, prefer_wide_vectors, ws_add,
                                             ws_carve, ws_reserve, ws_take, zero_d)
 from verglas.cpu_backend.kernels import EmitContext, emit
-from verglas.cpu_backend.reroll import reroll
 from verglas.cpu_backend.rowfusion import emit_row_group
 from verglas.graph.basic import Constant
 from verglas.schedule.program import Step
+from verglas.schedule.repeats import Repeat
 from verglas.source import Emitter, tuple_expr
 
 __all__ = ["Emitter", "ProgramSource", "generate", "INLINE_CONSTANT_LIMIT", "np_dtype"]
@@ -41,7 +40,9 @@ class _Names(dict):
         self.emitter = emitter
         self.scalars: dict[int, str] = {}  # buffer id -> scalar expression of its one element
         self.pending: dict[int, tuple[str, int]] = {}  # buffer id -> (name, ndim)
-        self.packed: dict[str, tuple[int, int]] = {}  # "pkJ[S]" -> (J, S): a packed 0-d input
+        # "pkJ[S]" -> ("pkJ", S): a packed 0-d input (or a repeat's varying value, a cell of
+        # the row of its table): element S of a 1-d C-contiguous array
+        self.packed: dict[str, tuple[str, int]] = {}
         self.vectors: dict[int, tuple[str, list[str]]] = {}  # bid -> (dtype, element exprs)
 
     def __missing__(self, bid):
@@ -93,6 +94,9 @@ class ProgramSource:
         self.reserved: list = []  # what the workspace's top reserves (_Storage.reserved)
         self.bare = False  # whether it returns its one output as it is, not in a tuple
         self.facts = DimFacts(self.globals)  # lengths its code has proven equal so far
+        # the depth of the function's straight-line code, where facts learned hold below: 1,
+        # or 2 in a repeat's loop (the same statements, run every iteration, at least once)
+        self.straight_depth = 1
 
     def child(self, name: str) -> ProgramSource:
         """A source for one extra function sharing this one's globals and name allocator.
@@ -171,8 +175,12 @@ class ProgramSource:
 class StepContext(EmitContext):
     """What a kernel emitter sees: buffer names, static facts, and the source being built."""
 
-    def __init__(self, src: ProgramSource, program, step, names, contiguous, storage):
+    def __init__(self, src: ProgramSource, program, step, names, contiguous, storage,
+                 varying=None):
         self.src = src
+        # input position -> (row, column): a repeat's varying input, read by iteration from
+        # the row of a table (see _emit_repeat)
+        self._varying = varying or {}
         self.em = src.emitter
         self.program = program
         self.step = step
@@ -189,6 +197,8 @@ class StepContext(EmitContext):
     def scalar(self, i: int) -> str | None:
         """A scalar expression for input `i` when it is known to hold one element, else None
         (an element read of the step, a[3], with its bounds checked once for the step)."""
+        if i in self._varying:
+            return "{}[{}]".format(*self._varying[i])
         index = self.step.element_index(i)
         if index is not None:
             if not self._reads_checked:
@@ -249,14 +259,15 @@ class StepContext(EmitContext):
         """(array, k) when input `i` is element k of a 1-d C-contiguous array variable: a 0-d
         input travelling in a packed-input array `pk{j}`, or an element read a[k] (k >= 0) of
         such an input. Runs of consecutive elements then travel as the array and an offset."""
+        if i in self._varying:
+            return self._varying[i]
         index = self.step.element_index(i)
         if index is not None:
             if len(index) == 1 and index[0] >= 0 and self.is_contiguous(i):
                 self.scalar(i)  # (its bounds check)
                 return self.inp(i), index[0]
             return None
-        loc = self._names.packed.get(self.scalar(i))
-        return None if loc is None else (f"pk{loc[0]}", loc[1])
+        return self._names.packed.get(self.scalar(i))
 
     def input_var(self, i: int):
         return self.node.inputs[i]
@@ -275,6 +286,8 @@ class StepContext(EmitContext):
         self._contiguous[self.step.outputs[j]] = True if layout == "C" else layout
 
     def constant_value(self, i: int):
+        if i in self._varying:
+            return None  # (a constant per iteration)
         var = self.node.inputs[i]
         return var.data if isinstance(var, Constant) else None
 
@@ -302,13 +315,13 @@ class StepContext(EmitContext):
         self.line(f"if {' or '.join(f'{a} != {b}' for a, b in todo)}:")
         with self.indent():
             self.raise_(exc, message)
-        if self.em.depth == 1:  # (in a branch or loop, only there)
+        if self.em.depth == self.src.straight_depth:  # (in a branch or loop, only there)
             for a, b in todo:
                 facts.learn(a, b)
 
     def shape_is(self, j: int, dims) -> None:
         """Declare output `j`'s shape the length expressions `dims` (a view's)."""
-        if self.em.depth == 1:
+        if self.em.depth == self.src.straight_depth:
             self.src.facts.shape_is(self.out(j), dims)
 
     def sub_function(self, sub_program) -> str:
@@ -354,7 +367,8 @@ class _Storage:
         """Emit the allocation of buffer `bid` with tuple expression `shape_expr`."""
         buf = self.program.buffers[bid]
         out = self.names[bid]
-        at_top = self.em.depth == 1  # facts learned here hold below (see dimfacts.py)
+        # facts learned here hold below (see dimfacts.py)
+        at_top = self.em.depth == self.src.straight_depth
         facts = self.src.facts if at_top else DimFacts()
         if buf.takes_over is not None:  # inplace: write into the destroyed input's storage
             self.em.line(f"{out} = {self.names[buf.takes_over]}")
@@ -421,6 +435,8 @@ class _Storage:
         if end > step and (source in destroyed or bid in destroyed or buffers[bid].is_output):
             return None
         if live[bid][1] > end:
+            if self.src.straight_depth > 1:
+                return None  # (in a repeat's loop every iteration must find the same arrays)
             array = self.slot_storage[s_in]
             previous = self.slot_storage.get(s_out)
             if (s_out in self.output_slots and not array[2]) or (
@@ -432,21 +448,22 @@ class _Storage:
                 self.slot_storage[s_in] = previous
         out = self.names[bid]
         self.em.line(f"{out} = {self.names[source]}")
-        if self.em.depth == 1:
+        if self.em.depth == self.src.straight_depth:
             self.src.facts.same_shape(out, self.names[source], buffers[bid].ndim)
         return out
 
-def generate(program, name: str = "program", parent: ProgramSource | None = None,
-             specialized: bool = False) -> ProgramSource:
+def generate(program, name: str = "program", parent: ProgramSource | None = None
+             ) -> ProgramSource:
     """The source of one function computing `program` (its kernels registered in kernels.py).
 
     With a `parent`, the function is added to the parent's extra functions (a sub-program).
-    `specialized`: for inputs whose dims only broadcast where they are statically 1 (see
-    ProgramSource.specialized).
+    The program's variant (schedule/variants.py) says whether its inputs' dims broadcast only
+    where they are statically 1 (ProgramSource.specialized); a sub-program's follows its
+    parent's.
     """
     src = ProgramSource(name) if parent is None else parent.child(name)
     if parent is None:
-        src.specialized = specialized
+        src.specialized = program.variant == "specialized"
     src.shared_ops = program.shared_kernels()  # (the scheduler's decision)
     em = src.emitter
     names = _Names(em)
@@ -461,7 +478,7 @@ def generate(program, name: str = "program", parent: ProgramSource | None = None
             slots = packing.setdefault(program.buffers[b].dtype, [])
             j = list(packing).index(program.buffers[b].dtype)
             names.scalars[b] = f"pk{j}[{len(slots)}]"
-            names.packed[names.scalars[b]] = (j, len(slots))
+            names.packed[names.scalars[b]] = (f"pk{j}", len(slots))
             names.pending[b] = (f"in{k}", 0)
             slots.append(k)
             continue
@@ -488,7 +505,7 @@ def generate(program, name: str = "program", parent: ProgramSource | None = None
     # (VERGLAS_WORKSPACE=0) makes every call allocate them afresh (nothing held between calls)
     storage = _Storage(program, names, src, workspace=parent is None and config.workspace)
 
-    for unit in program.units():
+    def emit_unit(unit, varying=None) -> None:
         members = [unit] if isinstance(unit, Step) else unit.steps
         contexts = []
         for step in members:
@@ -496,12 +513,22 @@ def generate(program, name: str = "program", parent: ProgramSource | None = None
                 names[b] = f"b{b}"
                 contiguous[b] = program.buffers[b].view_of is None
             em.line(f"# step {step.index}: {step.node.op}")
-            contexts.append(StepContext(src, program, step, names, contiguous, storage))
+            contexts.append(StepContext(src, program, step, names, contiguous, storage,
+                                        varying))
         if isinstance(unit, Step):
             emit(unit.node.op, contexts[0])
         else:
             em.line(f"# steps {unit.first}-{unit.last}: one loop over rows")
             emit_row_group(unit, contexts)
+
+    for unit in program.units():
+        if isinstance(unit, Repeat):
+            for step in program.steps[unit.first + unit.period:unit.last_step + 1]:
+                for b in step.outputs:
+                    contiguous[b] = program.buffers[b].view_of is None
+            _emit_repeat(unit, program, src, names, emit_unit)
+        else:
+            emit_unit(unit)
     outs = []
     seen: set[int] = set()
     for b in program.outputs:
@@ -519,21 +546,6 @@ def generate(program, name: str = "program", parent: ProgramSource | None = None
     em.line(f"return {outs[0]}" if src.bare else
             f"return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
 
-    def buffer_type(var: str):
-        """(dtype, ndim) of the buffer variable `var` (b<id> or in<k>), None for others."""
-        m = re.fullmatch(r"(b|in)(\d+)", var)
-        if m is None:
-            return None
-        k = int(m.group(2))
-        if m.group(1) == "in":
-            if k >= len(program.inputs):
-                return None
-            k = program.inputs[k]
-        if k >= len(program.buffers):
-            return None
-        return program.buffers[k].dtype, program.buffers[k].ndim
-
-    em.lines = reroll(em.lines, src, buffer_type)
     header = f"def {name}({', '.join(args)}):"
     body = "\n".join([header] + src._prologue() + em.lines)
     if parent is not None:
@@ -544,6 +556,92 @@ def generate(program, name: str = "program", parent: ProgramSource | None = None
         src.text = "\n\n".join(_first_line(text, f"    {wide}()")
                                 for text in src.functions + [body])
     return src
+
+
+def _emit_repeat(rep: Repeat, program, src: ProgramSource, names: _Names, emit_unit) -> None:
+    """The scheduler's Repeat as one loop: its body's steps emitted once, each carried buffer
+    a loop variable holding the outer buffer first and the body's output after."""
+    em = src.emitter
+    body = program.repeat_body(rep)
+    em.line(f"# steps {rep.first}-{rep.last_step}: {rep.count} iterations of steps "
+            f"{body[0].index}-{body[-1].index}")
+    hidden = []
+    for x, _ in rep.carried:
+        var = em.fresh("rc")
+        em.line(f"{var} = {names[x]}")
+        src.facts.same_shape(var, names[x], program.buffers[x].ndim)  # (the scheduler's check)
+        hidden.append((x, var, dict.pop(names, x), names.scalars.pop(x, None),
+                       names.vectors.pop(x, None)))
+        names[x] = var
+    tables = _varying_tables(rep, program, src, names)
+    rp = em.fresh("rp")
+    em.line(f"for {rp} in range({rep.count}):")
+    with em.indent():
+        src.straight_depth += 1
+        varying: dict[int, dict] = {}
+        for table, columns in tables:
+            row = em.fresh("rw")
+            em.line(f"{row} = {table}[{rp}]")
+            for c, (j, i) in enumerate(columns):
+                varying.setdefault(j, {})[i] = (row, c)
+                names.packed[f"{row}[{c}]"] = (row, c)
+        for j, step in enumerate(body):
+            emit_unit(step, varying.get(j))
+        for (_, y), (_, var, *_) in zip(rep.carried, hidden):
+            em.line(f"{var} = {names[y]}")
+        src.straight_depth -= 1
+    for x, _, name, scalar, vector in hidden:  # X as it was outside the loop
+        names[x] = name
+        for table, value in ((names.scalars, scalar), (names.vectors, vector)):
+            if value is not None:
+                table[x] = value
+    for b0, last in rep.last:  # the last block's buffers: the last iteration's values
+        if b0 in names.vectors:
+            names.vectors[last] = names.vectors[b0]
+        if b0 in names.scalars:
+            names.scalars[last] = names.scalars[b0]
+            if b0 in names.pending:
+                names.pending[last] = (f"b{last}", names.pending[b0][1])
+        if dict.__contains__(names, b0):
+            names[last] = names[b0]
+
+
+def _varying_tables(rep: Repeat, program, src: ProgramSource, names: _Names) -> list:
+    """Per dtype, the (count, m) table of the values the body's m varying inputs of that dtype
+    take, row k for iteration k, in the body's order of reads (so a step reading a run of them
+    reads a run of one row): [(table name, [(body position, input position) per column])].
+
+    Constants make a global table; packed inputs one gather from their packed array; other
+    inputs are written element by element."""
+    em = src.emitter
+    by_key: dict = {}
+    for j, i, bs in rep.varying:
+        buf = program.buffers[bs[0]]
+        by_key.setdefault((buf.dtype, buf.kind), []).append((j, i, bs))
+    tables = []
+    for (dtype, kind), columns in by_key.items():
+        table = em.fresh("rv")
+        shape = f"({rep.count}, {len(columns)})"
+        cells = [[bs[k] for *_, bs in columns] for k in range(rep.count)]
+        exprs = [[names.scalars.get(b) for b in row] for row in cells]
+        packed = [names.packed.get(e) for row in exprs for e in row]
+        if kind == "constant":
+            values = np.array([[np.asarray(program.buffers[b].var.data).reshape(-1)[0]
+                                for b in row] for row in cells]).astype(dtype)
+            em.line(f"{table} = {src.add_global('rvc', to_storage(values))}.copy()")
+        elif packed and all(loc is not None and loc[0] == packed[0][0] for loc in packed):
+            at = src.add_global("rvi", np.array([loc[1] for loc in packed], np.int64))
+            em.line(f"{table} = {packed[0][0]}[{at}].reshape({shape})")
+        else:
+            em.line(f"{table} = np.empty({shape}, {np_dtype(dtype)})")
+            for k, row in enumerate(cells):
+                for c, b in enumerate(row):
+                    value = names.scalars.get(b)
+                    if value is None:
+                        value = f"{names[b]}[{', '.join('0' * program.buffers[b].ndim) or '()'}]"
+                    em.line(f"{table}[{k}, {c}] = {value}")
+        tables.append((table, [(j, i) for j, i, _ in columns]))
+    return tables
 
 
 def _first_line(function: str, line: str) -> str:

@@ -96,7 +96,9 @@ def _build(program_of, key: str | None, inputs, specialized: bool):
         if runner is not None:
             return runner
     program = program_of()
-    src = generate(program, specialized=specialized)
+    if not specialized:
+        program = program.general()
+    src = generate(program)
     outputs = [program.buffers[b].dtype for b in program.outputs]
     text = _module_text(src)
     if key is None:

@@ -148,7 +148,8 @@ def _emit_sum_to_shape(op, ctx) -> None:
         target = ctx.elements(1) or [f"{ctx.inp(1)}[{a}]" for a in range(ndim)]
         ctx.check_equal([(t, f"{g}.shape[{a}]") for a, t in enumerate(target)],
                         "RuntimeBroadcast", str(op))
-        if ctx.adopt(0, 0) is not None:  # g dies here: the result is g itself
+        # g dies here: the result is g itself (the scheduler's decision, variants.py)
+        if ctx.step.index in ctx.program.adopted and ctx.adopt(0, 0) is not None:
             return
         shape = "(" + "".join(f"{g}.shape[{a}], " for a in range(ndim)) + ")"
         out = ctx.alloc(0, shape)

@@ -13,6 +13,7 @@ class CUDABackend(Backend):
     """numba.cuda kernels and a Python host function per Program (see runtime.py)."""
 
     name = "cuda"
+    variants = ("general",)  # every kernel broadcasts at run time (no specialized code)
 
     def runner(self, code_of, key, input_types):
         # loaded when a program asks for it: most processes never run the CUDA backend

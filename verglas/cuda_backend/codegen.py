@@ -28,6 +28,7 @@ from verglas.ops.linalg import MatMul
 from verglas.ops.reduce import CumSum, Reduce
 from verglas.ops.shape import Alloc, ARange
 from verglas.schedule.program import Step, is_metadata_step
+from verglas.schedule.repeats import Repeat
 
 __all__ = ["HostSource", "StepContext", "generate", "Config", "HOST_OPS"]
 
@@ -293,6 +294,10 @@ def generate(program, config: Config = Config(), name: str = "program") -> HostS
     for unit in program.units():
         if isinstance(unit, Step):
             steps.append(unit)
+        elif isinstance(unit, Repeat):
+            # the host code launches each iteration's kernels in turn (unrolled: the kernels,
+            # compiled once each, are the same; a captured graph replays the launches anyway)
+            steps.extend(program.steps[unit.first:unit.last_step + 1])
         elif row_group_fusable(program, unit):
             steps.append(unit)
         else:  # its steps one by one, the row-local buffers stored

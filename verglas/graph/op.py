@@ -26,6 +26,8 @@ class Op:
     inner_graph: Any = None
     # outputs depend on the inputs' shapes only, never on their values (Shape, ShapeI)
     reads_shape_only: ClassVar[bool] = False
+    # a few scalar statements wherever it runs, never a loop or a kernel (MakeVector)
+    runs_inline: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

@@ -263,6 +263,7 @@ class MakeVector(Op):
     """A vector made of 0-d inputs of one dtype."""
 
     __props__ = ("dtype",)
+    runs_inline = True
 
     def __init__(self, dtype=_INT):
         self.dtype = np.dtype(dtype).name

@@ -9,8 +9,10 @@ from verglas.ops.indexing import Subtensor
 from verglas.schedule.liveness import liveness
 from verglas.schedule.memory import plan_memory
 from verglas.schedule.program import Buffer, Program, Step
+from verglas.schedule.repeats import repeats
 from verglas.schedule.rowgroups import row_groups
 from verglas.schedule.shapes import ShapeTable
+from verglas.schedule.variants import adopted_steps, broadcast_checks
 
 __all__ = ["lower"]
 
@@ -79,8 +81,12 @@ def lower(graph, input_names=(), _cache=None) -> Program:
                  else _replace(b, view_of=b.view_of if b.view_of is not None else b.id)
                  for b in buffers]
     slots, specs = plan_memory(plannable, steps, live, shapes.size_of)
+    runs = repeats(steps, buffers, outputs, slots, groups, shapes)
+    in_runs = {k for r in runs for k in range(r.first, r.last_step + 1)}
     return Program(graph, tuple(buffers), tuple(steps), inputs, outputs, shapes, tuple(live),
-                   tuple(slots), tuple(specs), tuple(input_names), tuple(groups))
+                   tuple(slots), tuple(specs), tuple(input_names), tuple(groups), tuple(runs),
+                   "specialized", broadcast_checks(steps, shapes),
+                   adopted_steps(steps, buffers, outputs, live, slots, in_runs))
 
 
 def element_reads(nodes, outputs) -> dict:

@@ -13,8 +13,9 @@ import numpy as np
 
 from verglas.ops.elemwise import Elemwise
 from verglas.ops.reduce import Reduce
+from verglas.schedule.repeats import Repeat
 
-__all__ = ["Buffer", "Step", "Program", "is_metadata_step", "SHARE_MIN_USES"]
+__all__ = ["Buffer", "Step", "Program", "is_metadata_step", "is_inline_step", "SHARE_MIN_USES"]
 
 SHARE_MIN_USES = 2  # an op that many loop steps run is one kernel, compiled once, called by each
 
@@ -23,6 +24,14 @@ def is_metadata_step(step) -> bool:
     """Steps that only read shapes or build views: no kernel runs."""
     op = step.node.op
     return op.reads_shape_only or bool(op.view_map)
+
+
+def is_inline_step(step) -> bool:
+    """Steps that compute a few scalars in place: elementwise ops on 0-d values and the ops
+    that say so (MakeVector): no loop of their own."""
+    op = step.node.op
+    return op.runs_inline or (isinstance(op, Elemwise)
+                              and all(v.ndim == 0 for v in step.node.outputs))
 
 
 @dataclass(frozen=True, eq=False)
@@ -79,6 +88,12 @@ class Program:
     slot_specs: tuple[tuple[str, object], ...] = ()  # per slot: (dtype, size variable)
     input_names: tuple[str, ...] = field(default=())
     groups: tuple = ()  # RowGroups (rowgroups.py): consecutive steps that run as one loop
+    repeats: tuple = ()  # Repeats (repeats.py): runs of identical blocks that run as one loop
+    # "specialized" (no broadcasting at run time; checked at broadcast_checks) or "general":
+    # see variants.py
+    variant: str = "specialized"
+    broadcast_checks: tuple[int, ...] = ()
+    adopted: frozenset = frozenset()  # SumToShape steps whose result is their input's array
 
     def with_input_names(self, names) -> Program:
         """This Program with `names` for its inputs when printing (self when they are its own):
@@ -88,12 +103,18 @@ class Program:
             return self
         return replace(self, input_names=names, shapes=self.shapes.with_input_names(names))
 
+    def general(self) -> Program:
+        """The general variant: any dim may broadcast at run time (variants.py)."""
+        return replace(self, variant="general", adopted=frozenset())
+
     def buffer_of(self, var) -> Buffer:
         return self.buffers[self._index[var]]
 
     def __post_init__(self):
         object.__setattr__(self, "_index", {b.var: b.id for b in self.buffers})
         grouped = {s.index for g in self.groups for s in g.steps}
+        # a repeat's later iterations run the body's code again: no code of their own
+        grouped |= {k for r in self.repeats for k in range(r.first + r.period, r.last_step + 1)}
         uses: dict = {}
         for s in self.steps:  # loops over arrays (a 0-d step is a few inline statements)
             op = s.node.op
@@ -106,9 +127,9 @@ class Program:
 
     def shared_kernels(self) -> dict:
         """{op: its steps} for the elementwise (over arrays) and reduction (over matrices and up)
-        ops that SHARE_MIN_USES or more steps outside row groups run: each such op is one
-        kernel, compiled once and called by every step (compile time then follows the
-        distinct ops, not the program's size)."""
+        ops that SHARE_MIN_USES or more steps outside row groups run (a repeat's body counted
+        once): each such op is one kernel, compiled once and called by every step (compile time
+        then follows the distinct ops, not the program's size)."""
         return dict(self._shared)
 
     # -- measurement ---------------------------------------------------------------------------
@@ -137,23 +158,37 @@ class Program:
         return sum(slot_bytes.values())
 
     def units(self):
-        """What runs, in order: each step, with a row group's members as one RowGroup."""
+        """What runs, in order: each step, a row group's members as one RowGroup, a repeated
+        run of blocks as one Repeat."""
         starts = {g.first: g for g in self.groups}
+        starts.update((r.first, r) for r in self.repeats)
         k = 0
         while k < len(self.steps):
-            group = starts.get(k)
-            if group is None:
+            unit = starts.get(k)
+            if unit is None:
                 yield self.steps[k]
                 k += 1
             else:
-                yield group
-                k += len(group.steps)
+                yield unit
+                k = (unit.last_step if isinstance(unit, Repeat) else unit.last) + 1
+
+    def repeat_body(self, repeat: Repeat) -> tuple[Step, ...]:
+        """The steps one iteration of `repeat` runs (its first block)."""
+        return self.steps[repeat.first:repeat.first + repeat.period]
+
+    def runs_work(self, step: Step) -> bool:
+        """Whether `step` is a loop or a kernel of its own: not a view or shape read, not a
+        few inline scalar statements, not a result that takes its input's array."""
+        return not (is_metadata_step(step) or is_inline_step(step)
+                    or step.index in self.adopted)
 
     def n_kernels(self) -> int:
-        """Loops or kernels that run: steps that launch work (views and shape reads
-        excluded), a row group counting once."""
-        return sum(1 for u in self.units() if not isinstance(u, Step)
-                   or not is_metadata_step(u))
+        """Loops or kernels in the program's code: the steps that run work, a row group
+        counting once, a repeat's body once."""
+        def count(units):
+            return sum(count(self.repeat_body(u)) if isinstance(u, Repeat) else
+                       (not isinstance(u, Step) or self.runs_work(u)) for u in units)
+        return count(self.units())
 
     # -- printing ------------------------------------------------------------------------------
     def buffer_str(self, bid: int) -> str:
@@ -173,14 +208,39 @@ class Program:
             if isinstance(unit, Step):
                 lines.append(f"  {unit.index:3d}  {self._step_str(unit)}")
                 continue
+            if isinstance(unit, Repeat):
+                body = self.repeat_body(unit)
+                carried = ", ".join(f"{self.buffer_str(x)} then {self.buffer_str(y)}"
+                                    for x, y in unit.carried)
+                lines.append(f"  {unit.first:3d}-{unit.last_step}  one loop of {unit.count} "
+                             f"iterations of steps {body[0].index}-{body[-1].index}"
+                             + (f" (reading {carried})" if carried else "") + ":")
+                for step in body:
+                    lines.append(f"       {step.index:3d}  {self._step_str(step)}")
+                ends = ", ".join(f"{self.buffer_str(last)} = {self.buffer_str(b0)}"
+                                 for b0, last in unit.last if last in self._read_later(unit))
+                lines.append(f"       steps {unit.first + unit.period}-{unit.last_step}: "
+                             f"iterations 2-{unit.count}" + (f"; after it {ends}" if ends else ""))
+                continue
             lines.append(f"  {unit.first:3d}-{unit.last}  one loop over "
                          f"{self.shapes.dim_str(unit.rows)} rows:")
             for step in unit.steps:
                 lines.append(f"       {step.index:3d}  {self._step_str(step, unit)}")
         lines.append("  out  " + ", ".join(self.buffer_str(b) for b in self.outputs))
+        if self.variant == "general":
+            lines.append("  variant: general (any dim may broadcast at run time)")
+        elif self.broadcast_checks:
+            lines.append(f"  variant: specialized; steps "
+                         f"{', '.join(map(str, self.broadcast_checks))} check that nothing "
+                         f"broadcasts at run time (else the general variant runs)")
         for k, (op, n) in enumerate(self._shared.items()):
             lines.append(f"  k{k}   one kernel for the {n} steps of {op}")
         return "\n".join(lines)
+
+    def _read_later(self, repeat: Repeat) -> set[int]:
+        """Buffers of `repeat`'s last block that later steps or the outputs read."""
+        later = {b for s in self.steps[repeat.last_step + 1:] for b in s.inputs}
+        return later | set(self.outputs)
 
     def _step_str(self, step, group=None) -> str:
         """`outputs = op(inputs)`, with each output's storage: a view, inplace, a slot, or
@@ -195,6 +255,8 @@ class Program:
                 mark = f" inplace({self.buffer_str(buf.takes_over)})"
             elif group is not None and b in group.local:
                 mark = f" [one {group.local[b]}]"
+            elif step.index in self.adopted:
+                mark = f" ({self.buffer_str(step.inputs[0])}'s array)"
             elif self.slots and self.slots[b] is not None:
                 mark = f" @s{self.slots[b]}"
             else:

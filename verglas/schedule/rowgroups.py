@@ -25,6 +25,7 @@ import numpy as np
 
 from verglas.ops.elemwise import Elemwise
 from verglas.ops.reduce import Max, Min, Sum
+from verglas.schedule.variants import broadcast_modes
 
 __all__ = ["RowGroup", "row_groups", "row_modes", "is_row_reduce"]
 
@@ -73,34 +74,15 @@ def _row_dim(shapes, step):
     return None
 
 
-def _one_element(var) -> bool:
-    return all(d == 1 for d in var.type.shape)
-
-
 def row_modes(shapes, step) -> tuple | None:
     """Per input of an Elemwise step: ('full'|'bcast', 'full'|'bcast') or 'scalar'; None when
     some broadcasting is only known at run time."""
-    out_dims = shapes.dims_of(step.outputs[0])
-    out_static = step.node.outputs[0].type.shape
-    modes = []
-    for bid, var in zip(step.inputs, step.node.inputs):
-        if var.ndim != 2:
-            return None
-        if _one_element(var):
-            modes.append("scalar")
-            continue
-        in_dims = shapes.dims_of(bid)
-        mode = []
-        for k in range(2):
-            if in_dims[k] is out_dims[k] or (var.type.shape[k] is not None
-                                             and var.type.shape[k] == out_static[k]):
-                mode.append("full")
-            elif var.type.shape[k] == 1:
-                mode.append("bcast")
-            else:
-                return None
-        modes.append(tuple(mode))
-    return tuple(modes)
+    if any(var.ndim != 2 for var in step.node.inputs):
+        return None
+    modes = broadcast_modes(shapes, step)
+    if any(m == "unknown" for mode in modes if mode != "scalar" for m in mode):
+        return None
+    return modes
 
 
 def _fits(shapes, step) -> bool:

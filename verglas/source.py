@@ -8,7 +8,9 @@ import math
 
 import numpy as np
 
-__all__ = ["Emitter", "np_dtype", "literal", "cast_expr"]
+from verglas.graph.basic import Constant
+
+__all__ = ["Emitter", "EmitContext", "np_dtype", "literal", "cast_expr"]
 
 
 class Emitter:
@@ -35,6 +37,31 @@ class Emitter:
             yield
         finally:
             self.depth -= 1
+
+
+class EmitContext:
+    """What every step emitter's context offers, on either backend: lines written into the
+    function being generated (`self.em`, an Emitter) and the step's node (`self.node`)."""
+
+    def line(self, text: str) -> None:
+        self.em.line(text)
+
+    def fresh(self, prefix: str) -> str:
+        return self.em.fresh(prefix)
+
+    def indent(self):
+        return self.em.indent()
+
+    def raise_(self, exc: str, message: str) -> None:
+        self.em.line(f"raise {exc}({message!r})")
+
+    def input_var(self, i: int):
+        return self.node.inputs[i]
+
+    def constant_value(self, i: int):
+        """The data of input `i` where it is a graph constant, else None."""
+        var = self.node.inputs[i]
+        return var.data if isinstance(var, Constant) else None
 
 
 def tuple_expr(items) -> str:

@@ -16,7 +16,6 @@ from verglas.cpu_backend.intrinsics import (c_view, empty_expr, prefer_wide_vect
                                             ws_carve, ws_reserve, ws_take, zero_d)
 from verglas.cpu_backend.kernels import EmitContext, emit
 from verglas.cpu_backend.rowfusion import emit_row_group
-from verglas.graph.basic import Constant
 from verglas.schedule.program import Step
 from verglas.schedule.repeats import Repeat
 from verglas.source import Emitter, tuple_expr
@@ -190,6 +189,7 @@ class StepContext(EmitContext):
         self._contiguous = contiguous
         self._storage = storage
         self._reads_checked = False
+        self.producer = None  # an elementwise step's context this reduction computes
 
     def inp(self, i: int) -> str:
         return self._names[self.step.inputs[i]]
@@ -269,9 +269,6 @@ class StepContext(EmitContext):
             return None
         return self._names.packed.get(self.scalar(i))
 
-    def input_var(self, i: int):
-        return self.node.inputs[i]
-
     def is_contiguous(self, i: int) -> bool:
         """Whether input `i` is statically known to be C-contiguous."""
         return self._contiguous[self.step.inputs[i]] is True
@@ -288,8 +285,7 @@ class StepContext(EmitContext):
     def constant_value(self, i: int):
         if i in self._varying:
             return None  # (a constant per iteration)
-        var = self.node.inputs[i]
-        return var.data if isinstance(var, Constant) else None
+        return super().constant_value(i)
 
     def set_contiguous(self, j: int, value: bool = True) -> None:
         """Declare whether output `j` (a view) is C-contiguous."""
@@ -505,10 +501,16 @@ def generate(program, name: str = "program", parent: ProgramSource | None = None
     # (VERGLAS_WORKSPACE=0) makes every call allocate them afresh (nothing held between calls)
     storage = _Storage(program, names, src, workspace=parent is None and config.workspace)
 
+    fused = {p: r for r, p in program.reduce_maps}
+
     def emit_unit(unit, varying=None) -> None:
         members = [unit] if isinstance(unit, Step) else unit.steps
         contexts = []
         for step in members:
+            if step.index in fused:
+                em.line(f"# step {step.index}: {step.node.op} (in the loop of step "
+                        f"{fused[step.index]})")
+                return
             for b in step.outputs:
                 names[b] = f"b{b}"
                 contiguous[b] = program.buffers[b].view_of is None
@@ -516,6 +518,10 @@ def generate(program, name: str = "program", parent: ProgramSource | None = None
             contexts.append(StepContext(src, program, step, names, contiguous, storage,
                                         varying))
         if isinstance(unit, Step):
+            producer = program.producer_in(unit.index)
+            if producer is not None:
+                contexts[0].producer = StepContext(src, program, producer, names, contiguous,
+                                                   storage)
             emit(unit.node.op, contexts[0])
         else:
             em.line(f"# steps {unit.first}-{unit.last}: one loop over rows")

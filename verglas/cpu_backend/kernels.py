@@ -28,6 +28,7 @@ from verglas.cpu_backend.vmath_ops import smul
 from verglas.scalar_code import (HELPERS, TermLoops, emit_scalar, helpers_in, substitute,
                                  variant)
 from verglas.scalar_code import arith as scalar_arith
+from verglas import source
 
 __all__ = ["RuntimeBroadcast", "EmitContext", "KernelContext", "emit", "scalar_impl", "literal",
            "register_helper", "helper_ref", "resolve_helper", "HELPER_REFS"]
@@ -318,21 +319,8 @@ def _term_loops(ctx, op, elements) -> tuple[TermLoops | None, set]:
     return loops, loops.inputs_only_looped(inner)
 
 
-class EmitContext:
-    """Writing lines into the function being generated (`self.em`, an Emitter) and globals
-    into its module (`self.src`): what every emitter's context offers."""
-
-    def line(self, text: str) -> None:
-        self.em.line(text)
-
-    def fresh(self, prefix: str) -> str:
-        return self.em.fresh(prefix)
-
-    def indent(self):
-        return self.em.indent()
-
-    def raise_(self, exc: str, message: str) -> None:
-        self.em.line(f"raise {exc}({message!r})")
+class EmitContext(source.EmitContext):
+    """A CPU step emitter's context: lines, and globals added to the module (`self.src`)."""
 
     def helper(self, prefix: str, fn) -> str:
         return self.src.add_global(prefix, fn)
@@ -357,9 +345,6 @@ class KernelContext(EmitContext):
 
     def inp(self, i):
         return f"p{i}"
-
-    def input_var(self, i):
-        return self.node.inputs[i]
 
     def is_contiguous(self, i):
         return self._contiguous[i]

@@ -12,10 +12,11 @@ import numpy as np
 
 from verglas.cpu_backend.dtypes import cast_expr, np_dtype
 from verglas.cpu_backend.intrinsics import reshaped
-from verglas.cpu_backend.kernels import (HELPER_REFS, KernelContext, arith, emit, literal,
-                                         register_helper)
+from verglas.cpu_backend.kernels import (HELPER_REFS, KernelContext, arith, broadcast_dim,
+                                         emit, literal, register_helper, scalar_expr)
 from verglas.cpu_backend.vmath import _as_float, _as_int
 from verglas.ops.reduce import All, Any, Argmax, Argmin, CumSum, Max, Min, Prod, Reduce, Sum
+from verglas.schedule.variants import broadcast_modes
 from verglas.source import tuple_expr
 
 __all__ = ["start_order_reduction", "order_update", "order_result"]
@@ -143,16 +144,87 @@ def _index(names) -> str:
     return "[" + ", ".join(names) + "]" if names else "[()]"
 
 
-def _reduced_shape(op, x: str, ndim: int) -> str:
+def _reduced_shape(op, dims: list[str]) -> str:
     axes = set(op.axis)
     if op.keepdims:
-        return tuple_expr("1" if a in axes else f"{x}.shape[{a}]" for a in range(ndim))
-    return tuple_expr(f"{x}.shape[{a}]" for a in range(ndim) if a not in axes)
+        return tuple_expr("1" if a in axes else d for a, d in enumerate(dims))
+    return tuple_expr(d for a, d in enumerate(dims) if a not in axes)
+
+
+class _Elements:
+    """How a reduction reads the elements of its input: from the array, or, where the
+    scheduler fused the elementwise step producing it (Program.reduce_maps), computed from
+    that step's inputs as the loop goes (its one-element inputs read once, before).
+
+    A producer's input whose broadcasting the shapes do not prove is checked to have the
+    loop's length (the specialized variant: RuntimeBroadcast), or read with a stride of 0
+    along its axes of length 1 (the general variant)."""
+
+    def __init__(self, ctx, ndim: int):
+        self.ctx, self.producer = ctx, getattr(ctx, "producer", None)
+        if self.producer is None:
+            self.x = ctx.inp(0)
+            self.dims = [f"{self.x}.shape[{a}]" for a in range(ndim)]
+            return
+        prod = self.producer
+        self.args: list = []  # per input: a scalar's name, or (array name, per-axis index)
+        arrays = []
+        for i, mode in enumerate(broadcast_modes(ctx.program.shapes, prod.step)):
+            var = prod.node.inputs[i]
+            if mode != "scalar":
+                arrays.append((len(self.args), prod.inp(i), mode))
+                self.args.append(None)
+                continue
+            data = prod.constant_value(i)
+            if data is not None:
+                value = literal(np.asarray(data).reshape(-1)[0], var.dtype, ctx)
+            elif prod.scalar(i) is not None:
+                value = prod.scalar(i)
+            else:
+                value = f"{prod.inp(i)}[{', '.join('0' * var.ndim) or '()'}]"
+            h = ctx.fresh("h")
+            ctx.line(f"{h} = {value}")
+            self.args.append(h)
+        message = f"{prod.op}: shapes cannot broadcast"
+        self.dims = []
+        for a in range(ndim):
+            full = [f"{name}.shape[{a}]" for _, name, mode in arrays if mode[a] == "full"]
+            unknown = [f"{name}.shape[{a}]" for _, name, mode in arrays if mode[a] == "unknown"]
+            if unknown and not ctx.src.specialized:
+                self.dims.append(broadcast_dim(ctx, full + unknown, message))
+            else:
+                self.dims.append((full + unknown + ["1"])[0])
+        for k, name, mode in arrays:
+            index = []
+            for a, m in enumerate(mode):
+                if m == "unknown" and ctx.src.specialized:
+                    ctx.check_equal([(f"{name}.shape[{a}]", self.dims[a])], "RuntimeBroadcast",
+                                    str(prod.op))
+                    m = "full"
+                if m == "unknown":
+                    step = ctx.fresh("u")  # 0 along a broadcast axis
+                    ctx.line(f"{step} = 0 if {name}.shape[{a}] == 1 else 1")
+                    index.append(lambda i, step=step: f"{i} * {step}")
+                else:
+                    index.append((lambda i: i) if m == "full" else (lambda i: "0"))
+            self.args[k] = (name, index)
+
+    def read(self, iv: list[str]) -> str:
+        """The element at loop indices `iv` (an expression)."""
+        if self.producer is None:
+            return f"{self.x}{_index(iv)}"
+        args = [a if isinstance(a, str) else
+                f"{a[0]}[{', '.join(at(i) for at, i in zip(a[1], iv))}]" for a in self.args]
+        node = self.producer.node
+        (value,) = scalar_expr(self.ctx, node.op.scalar_op, args,
+                               [v.dtype for v in node.inputs], [node.outputs[0].dtype])
+        return value
 
 
 @emit.register(Reduce)
 def _emit_reduce(op, ctx) -> None:
-    if op in ctx.src.shared_ops:  # (the scheduler's decision: Program.shared_kernels)
+    # (the scheduler's decisions: Program.shared_kernels, Program.reduce_maps)
+    if op in ctx.src.shared_ops and getattr(ctx, "producer", None) is None:
         _emit_reduce_shared(op, ctx)
     else:
         _emit_reduce_inline(op, ctx)
@@ -172,24 +244,25 @@ def _emit_reduce_shared(op, ctx) -> None:
         kern.emitter.line("return")
         ctx.src.functions.append("\n".join([f"def {name}(p0, o0):"] + kern.emitter.lines))
         ctx.src.jit_names.append(name)
-    out = ctx.alloc(0, _reduced_shape(op, x, var.ndim))
+    out = ctx.alloc(0, _reduced_shape(op, [f"{x}.shape[{a}]" for a in range(var.ndim)]))
     ctx.line(f"{name}({x}, {out})")
 
 
 def _emit_reduce_inline(op, ctx) -> None:
-    x = ctx.inp(0)
     ndim = ctx.input_var(0).ndim
     out_dtype = ctx.node.outputs[0].dtype
     axes = set(op.axis)
     kept = [a for a in range(ndim) if a not in axes]
-    out = ctx.alloc(0, _reduced_shape(op, x, ndim))
+    elements = _Elements(ctx, ndim)
+    dims = elements.dims
+    out = ctx.alloc(0, _reduced_shape(op, dims))
     if not op.has_identity and op.axis:
-        ctx.line(f"if {' or '.join(f'{x}.shape[{a}] == 0' for a in op.axis)}:")
+        ctx.line(f"if {' or '.join(f'{dims[a]} == 0' for a in op.axis)}:")
         with ctx.indent():
             ctx.raise_("ValueError", f"{op}: zero-size array to a reduction that has no "
                                      f"identity")
     ov = ctx.fresh("ov")
-    ctx.line(f"{ov} = {reshaped(ctx, out, tuple_expr(f'{x}.shape[{a}]' for a in kept))}")
+    ctx.line(f"{ov} = {reshaped(ctx, out, tuple_expr(dims[a] for a in kept))}")
     iv = [ctx.fresh("i") for _ in range(ndim)]
     n_suffix = 0
     while n_suffix < ndim and (ndim - 1 - n_suffix) in axes:
@@ -197,7 +270,6 @@ def _emit_reduce_inline(op, ctx) -> None:
     lead = ndim - n_suffix
     lead_reduced = any(a in axes for a in range(lead))
     kidx = _index([iv[a] for a in kept])
-    xidx = _index(iv)
     if lead_reduced or n_suffix == 0:  # the output accumulates: start from the identity
         flat, k = ctx.fresh("of"), ctx.fresh("k")
         ctx.line(f"{flat} = {reshaped(ctx, out, f'{out}.size')}")
@@ -205,7 +277,7 @@ def _emit_reduce_inline(op, ctx) -> None:
         with ctx.indent():
             ctx.line(f"{flat}[{k}] = {_identity(op, out_dtype)}")
     for a in range(lead):
-        ctx.line(f"for {iv[a]} in range({x}.shape[{a}]):")
+        ctx.line(f"for {iv[a]} in range({dims[a]}):")
         ctx.em.depth += 1
     t = ctx.fresh("t")
     keyed = isinstance(op, (Max, Min)) and out_dtype in ("float32", "float64")
@@ -214,9 +286,9 @@ def _emit_reduce_inline(op, ctx) -> None:
         acc = ctx.fresh("acc")
         order = start_order_reduction(ctx, op, out_dtype, acc)
         for a in range(lead, ndim):
-            ctx.line(f"for {iv[a]} in range({x}.shape[{a}]):")
+            ctx.line(f"for {iv[a]} in range({dims[a]}):")
             ctx.em.depth += 1
-        ctx.line(f"{t} = {x}{xidx}")
+        ctx.line(f"{t} = {elements.read(iv)}")
         order_update(ctx, order, acc, t)
         ctx.em.depth -= n_suffix
         done = ctx.fresh("t")
@@ -233,9 +305,9 @@ def _emit_reduce_inline(op, ctx) -> None:
         acc = ctx.fresh("acc")
         ctx.line(f"{acc} = {_identity(op, acc_dtype)}")
         for a in range(lead, ndim):
-            ctx.line(f"for {iv[a]} in range({x}.shape[{a}]):")
+            ctx.line(f"for {iv[a]} in range({dims[a]}):")
             ctx.em.depth += 1
-        ctx.line(f"{t} = {x}{xidx}")
+        ctx.line(f"{t} = {elements.read(iv)}")
         ctx.line(f"{acc} = {_combine(op, acc, t, acc_dtype, ctx)}")
         ctx.em.depth -= n_suffix
         if lead_reduced:
@@ -247,7 +319,7 @@ def _emit_reduce_inline(op, ctx) -> None:
             ctx.line(f"{ov}{kidx} = {_stored(ctx, acc, out_dtype)}")
     else:
         prev = ctx.fresh("t")
-        ctx.line(f"{t} = {x}{xidx}")
+        ctx.line(f"{t} = {elements.read(iv)}")
         ctx.line(f"{prev} = {ov}{kidx}")
         combined = _combine(op, prev, t, out_dtype, ctx)
         ctx.line(f"{ov}{kidx} = {_stored(ctx, combined, out_dtype)}")

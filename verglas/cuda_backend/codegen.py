@@ -21,14 +21,14 @@ import numpy as np
 from verglas.cuda_backend.kernels import emit
 from verglas.cuda_backend.rowkernels import emit_row_group, row_group_fusable
 from verglas.cuda_backend.templates import Emitter, KernelSpec
-from verglas.graph.basic import Constant
 from verglas.ops.basic import MakeVector, Shape, ShapeI
 from verglas.ops.elemwise import Elemwise
 from verglas.ops.linalg import MatMul
-from verglas.ops.reduce import CumSum, Reduce
+from verglas.ops.reduce import CumSum
 from verglas.ops.shape import Alloc, ARange
-from verglas.schedule.program import Step, is_metadata_step
+from verglas.schedule.program import Step
 from verglas.schedule.repeats import Repeat
+from verglas.source import EmitContext
 
 __all__ = ["HostSource", "StepContext", "generate", "Config", "HOST_OPS"]
 
@@ -78,7 +78,7 @@ class HostSource:
         return "\n\n".join(parts)
 
 
-class StepContext:
+class StepContext(EmitContext):
     """What a step emitter sees: input/output names on host or device, allocation, kernels."""
 
     def __init__(self, gen, step):
@@ -92,13 +92,6 @@ class StepContext:
         self.threads = gen.src.config.threads
 
     # -- inputs --------------------------------------------------------------------------------
-    def input_var(self, i: int):
-        return self.node.inputs[i]
-
-    def constant_value(self, i: int):
-        var = self.node.inputs[i]
-        return var.data if isinstance(var, Constant) else None
-
     def on_host(self, i: int) -> bool:
         return self.gen.host_name.get(self.step.inputs[i]) is not None
 
@@ -128,15 +121,6 @@ class StepContext:
         return f"b{bid}"
 
     # -- code ------------------------------------------------------------------------------------
-    def line(self, text: str) -> None:
-        self.em.line(text)
-
-    def fresh(self, prefix: str) -> str:
-        return self.em.fresh(prefix)
-
-    def indent(self):
-        return self.em.indent()
-
     def kernel(self, spec: KernelSpec) -> str:
         return self.src.kernel(spec)
 
@@ -223,44 +207,6 @@ class _Generator:
         return out
 
 
-def _users(program) -> dict[int, list]:
-    users: dict[int, list] = {}
-    for step in program.steps:
-        for b in set(step.inputs):
-            users.setdefault(b, []).append(step)
-    return users
-
-
-def fusable_producers(program) -> dict[int, object]:
-    """Reduction step index -> the Elemwise step it absorbs ("reduce of a map").
-
-    The producer's only use is the reduction, it is not an output, and only metadata steps lie
-    between the two (so the memory plan cannot hand the producer's inputs to anything else).
-    """
-    users = _users(program)
-    by_output = {b: s for s in program.steps for b in s.outputs}
-    out = {}
-    for step in program.steps:
-        if not isinstance(step.node.op, Reduce):
-            continue
-        prod = by_output.get(step.inputs[0])
-        if prod is None or not isinstance(prod.node.op, Elemwise):
-            continue
-        buf = program.buffers[step.inputs[0]]
-        if (buf.is_output or len(prod.outputs) != 1 or prod.node.op.inplace_pattern
-                or [s.index for s in users.get(buf.id, [])] != [step.index]):
-            continue
-        if all(all(d == 1 for d in v.type.shape) for v in prod.node.inputs):
-            continue  # no array operand to take the loop's shape from
-        between = program.steps[prod.index + 1:step.index]
-        slots = program.slots or (None,) * len(program.buffers)
-        reused = slots[step.outputs[0]] is not None and slots[step.outputs[0]] in {
-            slots[b] for b in prod.inputs}  # the result would overwrite what it reads
-        if all(is_metadata_step(s) for s in between) and not reused:
-            out[step.index] = prod
-    return out
-
-
 def _runs_on_host(gen, step) -> bool:
     op = step.node.op
     if isinstance(op, HOST_OPS):
@@ -288,7 +234,8 @@ def generate(program, config: Config = Config(), name: str = "program") -> HostS
         gen.dev_name[buf.id] = f"c{buf.id}"
         src.const_args.append((f"c{buf.id}", data))
         args.append(f"c{buf.id}")
-    absorbed = fusable_producers(program)
+    # reductions computing their elementwise producer (the scheduler's decision)
+    absorbed = {r: program.steps[p] for r, p in program.reduce_maps}
     skipped = {p.index for p in absorbed.values()}
     steps = []  # what runs step by step: every step but those of row groups run as one kernel
     for unit in program.units():

@@ -5,12 +5,13 @@ from __future__ import annotations
 __all__ = ["liveness"]
 
 
-def liveness(n_buffers: int, steps, outputs, base_of, groups=()) -> list[tuple[int, int]]:
+def liveness(n_buffers: int, steps, outputs, base_of, spans=()) -> list[tuple[int, int]]:
     """(first step, last step) per buffer; a view keeps its base alive, outputs live to the end.
 
-    `base_of[b]` is the buffer whose storage `b` uses (itself when it owns its storage). The
-    members of a row group run interleaved, row by row: what any of them reads or writes lives
-    through the whole group (no storage is handed on inside it).
+    `base_of[b]` is the buffer whose storage `b` uses (itself when it owns its storage).
+    `spans`: (buffers, last step) of steps that run interleaved (a row group, row by row; a
+    reduction computing its producer): what any of them reads or writes lives through the
+    last (no storage is handed on inside them).
     """
     end = len(steps)
     first = [-1] * n_buffers
@@ -21,9 +22,9 @@ def liveness(n_buffers: int, steps, outputs, base_of, groups=()) -> list[tuple[i
             last[b] = max(last[b], step.index)
         for b in step.inputs:
             last[b] = max(last[b], step.index)
-    for group in groups:
-        for b in group.buffers():
-            last[b] = max(last[b], group.last)
+    for buffers, span_last in spans:
+        for b in buffers:
+            last[b] = max(last[b], span_last)
     for b in outputs:
         last[b] = end
     # storage lives as long as anything that uses it

@@ -8,6 +8,7 @@ from verglas.ops.elemwise import Elemwise
 from verglas.ops.indexing import Subtensor
 from verglas.schedule.liveness import liveness
 from verglas.schedule.memory import plan_memory
+from verglas.schedule.reduce_maps import reduce_maps
 from verglas.schedule.program import Buffer, Program, Step
 from verglas.schedule.repeats import repeats
 from verglas.schedule.rowgroups import row_groups
@@ -67,26 +68,32 @@ def lower(graph, input_names=(), _cache=None) -> Program:
 
     shapes = ShapeTable(graph, [b.var for b in buffers], input_names)
     groups = row_groups(steps, buffers, outputs, shapes)
+    grouped = {s.index for g in groups for s in g.steps}
+    maps = reduce_maps(steps, outputs, shapes, grouped)
     base_of = list(range(len(buffers)))
     for b in buffers:
         if b.view_of is not None:
             base_of[b.id] = base_of[b.view_of]
         elif b.takes_over is not None:
             base_of[b.id] = base_of[b.takes_over]
-    live = liveness(len(buffers), steps, outputs, base_of, groups)
-    local = {b for g in groups for b in g.local}
+    spans = [(g.buffers(), g.last) for g in groups] + [
+        ({*steps[p].inputs, *steps[r].inputs, *steps[r].outputs}, r) for r, p in maps]
+    live = liveness(len(buffers), steps, outputs, base_of, spans)
+    # no storage: a group's row-local buffers, a fused map's result
+    local = {b for g in groups for b in g.local} | {steps[p].outputs[0] for _, p in maps}
     # storage of its own only for a temporary that is not group-local
     plannable = [b if b.kind == "temp" and not _aliases_root(b, buffers, base_of)
                  and b.id not in local
                  else _replace(b, view_of=b.view_of if b.view_of is not None else b.id)
                  for b in buffers]
     slots, specs = plan_memory(plannable, steps, live, shapes.size_of)
-    runs = repeats(steps, buffers, outputs, slots, groups, shapes)
+    runs = repeats(steps, buffers, outputs, slots, shapes,
+                   grouped | {k for pair in maps for k in pair})
     in_runs = {k for r in runs for k in range(r.first, r.last_step + 1)}
     return Program(graph, tuple(buffers), tuple(steps), inputs, outputs, shapes, tuple(live),
                    tuple(slots), tuple(specs), tuple(input_names), tuple(groups), tuple(runs),
                    "specialized", broadcast_checks(steps, shapes),
-                   adopted_steps(steps, buffers, outputs, live, slots, in_runs))
+                   adopted_steps(steps, buffers, outputs, live, slots, in_runs), maps)
 
 
 def element_reads(nodes, outputs) -> dict:

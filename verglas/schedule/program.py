@@ -94,6 +94,8 @@ class Program:
     variant: str = "specialized"
     broadcast_checks: tuple[int, ...] = ()
     adopted: frozenset = frozenset()  # SumToShape steps whose result is their input's array
+    # (reduction step, elementwise step): the reduction computes it in its loop (reduce_maps.py)
+    reduce_maps: tuple[tuple[int, int], ...] = ()
 
     def with_input_names(self, names) -> Program:
         """This Program with `names` for its inputs when printing (self when they are its own):
@@ -115,6 +117,7 @@ class Program:
         grouped = {s.index for g in self.groups for s in g.steps}
         # a repeat's later iterations run the body's code again: no code of their own
         grouped |= {k for r in self.repeats for k in range(r.first + r.period, r.last_step + 1)}
+        grouped |= {k for pair in self.reduce_maps for k in pair}  # (code of their own)
         uses: dict = {}
         for s in self.steps:  # loops over arrays (a 0-d step is a few inline statements)
             op = s.node.op
@@ -176,11 +179,20 @@ class Program:
         """The steps one iteration of `repeat` runs (its first block)."""
         return self.steps[repeat.first:repeat.first + repeat.period]
 
+    def producer_in(self, reduction: int) -> Step | None:
+        """The elementwise step the reduction step `reduction` computes in its loop."""
+        for r, p in self.reduce_maps:
+            if r == reduction:
+                return self.steps[p]
+        return None
+
     def runs_work(self, step: Step) -> bool:
         """Whether `step` is a loop or a kernel of its own: not a view or shape read, not a
-        few inline scalar statements, not a result that takes its input's array."""
+        few inline scalar statements, not a result that takes its input's array, not an
+        elementwise step a reduction computes."""
         return not (is_metadata_step(step) or is_inline_step(step)
-                    or step.index in self.adopted)
+                    or step.index in self.adopted
+                    or any(p == step.index for _, p in self.reduce_maps))
 
     def n_kernels(self) -> int:
         """Loops or kernels in the program's code: the steps that run work, a row group
@@ -272,7 +284,10 @@ class Program:
         if step.node.op in self._shared and group is None:
             sub += f"  [kernel k{list(self._shared).index(step.node.op)}]"
         where = ""
-        if group is not None and step.index in group.inlined:
+        fused = [r for r, p in self.reduce_maps if p == step.index]
+        if fused:
+            where = f"  (in the loop of {fused[0]})"
+        elif group is not None and step.index in group.inlined:
             where = f"  (in the loop of {group.inlined[step.index]})"
         elif group is not None and step.index in group.riding:
             where = f"  (in the loop of {group.riding[step.index]})"

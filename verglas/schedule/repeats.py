@@ -7,7 +7,7 @@ emitted as a loop, the program's code is as long as one block. The scheduler dec
 so every backend and `print(f.program)` see the same loop.
 
 Blocks B_0 ... B_{K-1} (K >= MIN_REPEATS, each of `period` consecutive steps, none in a row
-group) repeat when, position by position:
+group or a reduction of a map) repeat when, position by position:
 - the steps run the very same op (ops are interned) with the same element reads;
 - every input is one of: a buffer of the same block at the same position; a buffer from before
   the run, the same in every block (invariant); for B_k (k >= 1), B_{k-1}'s output at a
@@ -59,10 +59,10 @@ class Repeat:
         return self.first
 
 
-def repeats(steps, buffers, outputs, slots, groups, shapes) -> list[Repeat]:
+def repeats(steps, buffers, outputs, slots, shapes, excluded=frozenset()) -> list[Repeat]:
     """The repeats of a program's steps, greedily from the first step, each the period that
-    saves the most steps."""
-    finder = _Finder(steps, buffers, outputs, slots, groups, shapes)
+    saves the most steps; `excluded` steps (a row group's, a fused reduction's) repeat not."""
+    finder = _Finder(steps, buffers, outputs, slots, shapes, excluded)
     found = []
     s = 0
     while s < len(steps):
@@ -81,7 +81,7 @@ def repeats(steps, buffers, outputs, slots, groups, shapes) -> list[Repeat]:
 
 
 class _Finder:
-    def __init__(self, steps, buffers, outputs, slots, groups, shapes):
+    def __init__(self, steps, buffers, outputs, slots, shapes, excluded):
         self.steps, self.buffers, self.slots, self.shapes = steps, buffers, slots, shapes
         self.outputs = set(outputs)
         self.producer = {b: (s.index, o) for s in steps for o, b in enumerate(s.outputs)}
@@ -89,10 +89,9 @@ class _Finder:
         for s in steps:
             for b in s.inputs:
                 self.last_read[b] = s.index
-        grouped = {s.index for g in groups for s in g.steps}
         # steps that cannot repeat get a signature of their own
-        self.sig = [(s.node.op, s.element_reads, len(s.inputs)) if s.index not in grouped
-                    else ("grouped", s.index) for s in steps]
+        self.sig = [(s.node.op, s.element_reads, len(s.inputs)) if s.index not in excluded
+                    else ("excluded", s.index) for s in steps]
 
     def longest(self, s: int, p: int) -> Repeat | None:
         """The longest run of blocks of period `p` from step `s`, None under MIN_REPEATS."""

@@ -80,35 +80,52 @@ def test_term_loops_read_elements_that_step_by_one():
 
 
 # -- generated code ------------------------------------------------------------------------------
-def _terms_program(n, dtype="float64", order=None, shared=False, maximum=False):
+def _terms_program(n, dtype="float64", order=None, shared=False, maximum=False,
+                   suffix=False, two_runs=False):
     x = vg.tensor("x", shape=(None,), dtype=dtype)
     a = vg.tensor("a", shape=(n,), dtype=dtype)
     order = order or list(range(n))
-    base = vg.exp(x * 0.5) if shared else None  # one value every term reads
-    acc = None
+    base = vg.exp(x * 0.5) if shared or suffix else None  # one value every term reads
+    acc = other = None
     for k in order:
         inner = vg.sin(x + k) * base if shared else vg.sin(x + k)
         term = a[k] * inner if dtype.startswith("float") else a[k] * (x + k)
         acc = term if acc is None else (vg.maximum(acc, term) if maximum else acc + term)
+        if two_runs:
+            term = a[k] * vg.cos(x - k)
+            other = term if other is None else other + term
+    if suffix:  # the run's result and a value computed before it, read after it
+        acc = vg.tanh(acc) * base + x
+    if two_runs:
+        acc = acc * other
     return [x, a], acc
 
 
 @pytest.mark.parametrize("case", ["in_order", "shuffled", "shared", "maximum", "int32",
-                                  "float32"])
+                                  "float32", "suffix", "two_runs"])
 def test_loops_of_like_terms_match_numpy(case):
+    # the elements run in blocks of ElementBlock.SIZE (256): none, part of one, several
     n = 40
     kwargs = {"shuffled": dict(order=list(np.random.default_rng(1).permutation(n))),
               "shared": dict(shared=True), "maximum": dict(maximum=True),
-              "int32": dict(dtype="int32"), "float32": dict(dtype="float32")}.get(case, {})
+              "int32": dict(dtype="int32"), "float32": dict(dtype="float32"),
+              "suffix": dict(suffix=True), "two_runs": dict(two_runs=True)}.get(case, {})
     inputs, out = _terms_program(n, **kwargs)
     g = np.random.default_rng(2)
     dtype = kwargs.get("dtype", "float64")
-    if dtype == "int32":  # (large enough to wrap around, as numpy's int32 does)
-        arrays = [g.integers(-2**30, 2**30, 9).astype(dtype),
-                  g.integers(-2**20, 2**20, n).astype(dtype)]
-    else:
-        arrays = [g.standard_normal(9).astype(dtype), g.standard_normal(n).astype(dtype)]
+    for size in (9, 0, 256, 700):
+        if dtype == "int32":  # (large enough to wrap around, as numpy's int32 does)
+            arrays = [g.integers(-2**30, 2**30, size).astype(dtype),
+                      g.integers(-2**20, 2**20, n).astype(dtype)]
+        else:
+            arrays = [g.standard_normal(size).astype(dtype), g.standard_normal(n).astype(dtype)]
+        compare_backend(inputs, out, arrays, rtol=1e-4 if dtype == "float32" else None)
+    arrays[0] = arrays[0][::-3]  # a strided view
     compare_backend(inputs, out, arrays, rtol=1e-4 if dtype == "float32" else None)
     text = compile_pair(inputs, out)[0]._runner.text
     looped = re.search(r"for c\d+ in range\(\d+\):  # \d+ like terms", text) is not None
     assert looped == (case != "shuffled"), text  # shuffled elements do not step by one
+    # the terms loop outside loops over a block's elements (which vectorize)
+    blocked = re.search(r"for c\d+ in range\(\d+\):  # \d+ like terms\n(.*\n){0,3}? *for j\d+ "
+                        r"in range\(bn\d+\):", text) is not None
+    assert blocked == looped, text

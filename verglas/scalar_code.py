@@ -27,7 +27,7 @@ from verglas.graph import Constant
 from verglas.ops.scalar import Cast
 
 __all__ = ["loop_dtypes", "variant", "helpers_in", "HELPERS", "arith", "emit_scalar",
-           "substitute", "term_runs", "TermRun", "TermLoops"]
+           "substitute", "term_runs", "TermRun", "TermLoops", "ElementBlock"]
 
 
 @functools.cache
@@ -126,10 +126,15 @@ def emit_scalar(sop, args: list[str], arg_dtypes: list[str], out_dtypes, *, lite
                                [o.type.dtype for o in node.outputs], literal=literal,
                                cast=cast, write_op=write_op)
 
-        for node in inner.toposort():
+        order = inner.toposort()
+        for k, node in enumerate(order):
             if node in plans:
                 run, reads = plans[node]
-                values[node.outputs[0]] = loops.write(run, reads, value_of, emit_node, cast)
+                # what code after the run reads of what was computed before it
+                later = {v for n in order[k + 1:] if n not in inside for v in n.inputs}
+                later = [v for v in values if v in later or v in inner.outputs]
+                values[node.outputs[0]] = loops.write(run, reads, value_of, emit_node, cast,
+                                                      later, values)
             elif node not in inside:
                 outs = emit_node(node, [value_of(v) for v in node.inputs])
                 values.update(zip(node.outputs, outs))
@@ -467,6 +472,60 @@ def _like_runs(chain, pos, clients) -> list[TermRun]:
     return runs
 
 
+class ElementBlock:
+    """A loop over `size` elements run as blocks of SIZE: the code writing term runs
+    (TermLoops.write) closes the loop over a block's elements, loops over the terms with the
+    elements inside, and opens it again; what it keeps per element lives in scratch arrays of
+    SIZE values, allocated once before the blocks (`allocate(name, dtype)` emits it there).
+    `em` is the Emitter.
+
+    `stable`: {name or expression: an expression reading it again in a later loop over the
+    same elements} (element reads at `index`, values computed before the blocks, and names
+    bound to such reads)."""
+
+    SIZE = 256  # elements per block: the kept values stay in the L1 cache
+
+    def __init__(self, em, size: str, index: str, allocate, stable):
+        self.em, self.size, self.index = em, size, index
+        self.allocate, self.stable = allocate, dict(stable)
+        self.start, self.count, self.element = em.fresh("bs"), em.fresh("bn"), em.fresh("j")
+
+    def open_blocks(self) -> None:
+        """Emit the loop over the blocks (the caller indents below it)."""
+        em = self.em
+        em.line(f"for {self.start} in range(0, {self.size}, {self.SIZE}):")
+        with em.indent():
+            em.line(f"{self.count} = min({self.SIZE}, {self.size} - {self.start})")
+
+    def open_elements(self) -> None:
+        """Emit a loop over the block's elements at the current depth; below it, `index` is
+        the element's index."""
+        em = self.em
+        em.line(f"for {self.element} in range({self.count}):")
+        em.depth += 1
+        em.line(f"{self.index} = {self.start} + {self.element}")
+
+    def hoist(self, expr: str) -> str:
+        """`expr` (the same for every element) read once into a name, here."""
+        name = self.em.fresh("tv")
+        self.em.line(f"{name} = {expr}")
+        return name
+
+    def close_elements(self) -> None:
+        """Go on below the loop over the block's elements (one level out)."""
+        self.em.depth -= 1
+
+    def keep(self, value: str, dtype: str, always: bool = False) -> str:
+        """An expression reading the element's `value` in a later loop over the elements: the
+        stable expression, or (stored here) its place in a scratch array."""
+        if value in self.stable and not always:
+            return self.stable[value]
+        name = self.em.fresh("sk")
+        self.allocate(name, dtype)
+        self.em.line(f"{name}[{self.element}] = {value}")
+        return f"{name}[{self.element}]"
+
+
 class TermLoops:
     """How generated code reads the leaves of term runs, and writes the runs as loops.
 
@@ -478,6 +537,7 @@ class TermLoops:
 
     def __init__(self, em, elements: dict, constants):
         self.em, self.elements, self.constants = em, elements, constants
+        self.block = None  # an ElementBlock: the loops over elements run in blocks
 
     def plan(self, graph) -> dict:
         """{the run's end node: (run, per slot: how term c reads it)} for the runs it can read."""
@@ -511,13 +571,28 @@ class TermLoops:
             return ("elements", array, offset, m)
         return None
 
-    def write(self, run: TermRun, reads, value_of, emit_node, cast) -> str:
+    def write(self, run: TermRun, reads, value_of, emit_node, cast, later=(),
+              values=None) -> str:
         """Emit `run` as a loop over its terms (`value_of` gives what a variable computed
-        before it is); the name holding its result."""
+        before it is); the name holding its result.
+
+        In a block of elements (`self.block`, see ElementBlock) the loop over the terms runs
+        outside a loop over the block's elements (each inner loop a SIMD loop, as the terms
+        written out were): what the terms read and the variables `later` (those the code after
+        the run reads) are kept per element across it, `values` then naming the latter."""
         em = self.em
         dtype = run.end.outputs[0].type.dtype
         acc, c = em.fresh("acc"), em.fresh("c")
-        em.line(f"{acc} = {cast(value_of(run.start), dtype)}")
+        block = self.block
+        start = cast(value_of(run.start), dtype)
+        if block is None:
+            em.line(f"{acc} = {start}")
+        else:  # per element: an expression reading each kept value in a later loop
+            same = [r[1] for r in reads if r[0] == "same" and r[1] in values]
+            kept = {v: block.keep(value_of(v), v.type.dtype) for v in dict.fromkeys(
+                [*same, *later])}
+            accs = block.keep(start, dtype, always=True)
+            block.close_elements()
         leaf_of = {}
         for slot, read in zip(run.slots, reads):
             if read[0] == "same":
@@ -529,6 +604,15 @@ class TermLoops:
                 leaf_of[slot] = f"{array}[{offset} + {m} + {c}]"
         em.line(f"for {c} in range({run.terms}):  # {run.terms} like terms")
         with em.indent():
+            if block is not None:
+                for slot, read in zip(run.slots, reads):
+                    if read[0] != "same":  # one value per term: read before the elements
+                        leaf_of[slot] = block.hoist(leaf_of[slot])
+                block.open_elements()
+                for slot, read in zip(run.slots, reads):
+                    if read[0] == "same" and read[1] in kept:
+                        leaf_of[slot] = kept[read[1]]
+                acc = accs
             local = dict(leaf_of)
             for node in run.template:
                 outs = emit_node(node, [local[v] for v in node.inputs])
@@ -536,4 +620,14 @@ class TermLoops:
             args = [acc, local[run.root]] if run.acc_position == 0 else [local[run.root], acc]
             (value,) = emit_node(run.end, args)
             em.line(f"{acc} = {value}")
-        return acc
+            if block is not None:
+                block.close_elements()
+        if block is None:
+            return acc
+        block.open_elements()  # the rest of the elements' code, in a loop of its own again
+        for v in later:
+            values[v] = em.fresh("r")
+            em.line(f"{values[v]} = {kept[v]}")
+        result = em.fresh("acc")
+        em.line(f"{result} = {accs}")
+        return result

@@ -25,8 +25,8 @@ from verglas.cpu_backend.vmath import FASTMATH, VMATH
 from verglas.ops import scalar as s
 from verglas.ops.elemwise import Elemwise
 from verglas.cpu_backend.vmath_ops import smul
-from verglas.scalar_code import (HELPERS, TermLoops, emit_scalar, helpers_in, substitute,
-                                 variant)
+from verglas.scalar_code import (HELPERS, ElementBlock, TermLoops, emit_scalar, helpers_in,
+                                 substitute, variant)
 from verglas.scalar_code import arith as scalar_arith
 from verglas import source
 
@@ -501,10 +501,13 @@ def _input_uses(sop, n: int) -> list[int]:
 def _elemwise_body(ctx, op, scalars, index_of, out_index, loops=None):
     node = ctx.node
     args = [scalars[i] if i in scalars else index_of(i) for i in range(len(node.inputs))]
+    block = loops.block if loops is not None else None
     for i, n in enumerate(_input_uses(op.scalar_op, len(args))):
         if n > 1 and i not in scalars:  # read an element once: each read costs numba ~4 ms
             x = ctx.fresh("x")
             ctx.line(f"{x} = {args[i]}")
+            if block is not None and args[i] in block.stable:
+                block.stable[x] = args[i]  # (a later loop over the elements reads it again)
             args[i] = x
     results = scalar_expr(ctx, op.scalar_op, args, [v.type.dtype for v in node.inputs],
                           [o.type.dtype for o in node.outputs], loops)
@@ -576,6 +579,9 @@ def _emit_elemwise_proven(op, ctx, arrays, scalars, modes, dims=None, loops=None
         flats = {i: flat_view(name, "f") for i, name in arrays}
         oflat = [flat_view(o, "fo") for o in outs]  # an inplace output: its input's view
         idx = ctx.fresh("i")
+        if loops is not None and loops.plan(op.scalar_op.fgraph):
+            _emit_blocked(ctx, op, scalars, flats, oflat, size, idx, loops)
+            return
         ctx.line(f"for {idx} in range({size}):")
         with ctx.indent():
             _elemwise_body(ctx, op, scalars, lambda i: f"{flats[i]}[{idx}]",
@@ -593,6 +599,29 @@ def _emit_elemwise_proven(op, ctx, arrays, scalars, modes, dims=None, loops=None
     out_idx = "[" + ", ".join(loop_vars) + "]"
     _elemwise_body(ctx, op, scalars, index_of, [f"{o}{out_idx}" for o in outs], loops)
     ctx.em.depth -= ndim
+
+
+def _emit_blocked(ctx, op, scalars, flats, oflat, size, idx, loops) -> None:
+    """The loop over the elements in blocks (scalar_code.ElementBlock), so that the term runs
+    loop over their terms outside loops over a block's elements: those loops vectorize, as
+    the terms written out did."""
+    mark, depth = len(ctx.em.lines), ctx.em.depth
+
+    def allocate(name, dtype):
+        nonlocal mark
+        shape = f"({ElementBlock.SIZE},)"
+        ctx.em.lines.insert(mark, "    " * depth + f"{name} = {empty_expr(ctx.src, shape, dtype)}")
+        mark += 1
+
+    stable = {e: e for e in (*scalars.values(), *(f"{f}[{idx}]" for f in flats.values()))}
+    loops.block = block = ElementBlock(ctx.em, size, idx, allocate, stable)
+    block.open_blocks()
+    with ctx.indent():
+        block.open_elements()
+        _elemwise_body(ctx, op, scalars, lambda i: f"{flats[i]}[{idx}]",
+                       [f"{fo}[{idx}]" for fo in oflat], loops)
+        block.close_elements()
+    loops.block = None
 
 
 @register_helper

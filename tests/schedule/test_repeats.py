@@ -4,6 +4,7 @@ one loop, read from the Program, and the CPU's results for them against numpy.""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import verglas as vg
 from tests.schedule.test_scheduler import program_of
@@ -107,3 +108,25 @@ def test_ping_pong_storage_is_left_unrolled_and_right():
     for _ in range(6):
         want = np.tanh(want @ wv) + want
     np.testing.assert_allclose(vg.compile([x, w], h)(xv, wv), want)
+
+
+def test_element_reads_that_move_by_block_are_one_loop():
+    # big_graph as users spell it: a[i] * sin(x + i). Each block of fused terms reads the
+    # next 30 coefficients: the body reads a[i] of a[30 * k:] in iteration k
+    x = vg.tensor("x", shape=(None,), dtype="float64")
+    a = vg.tensor("a", shape=(None,), dtype="float64")  # its length known only at run time
+    acc = a[0] * vg.sin(x)
+    for i in range(1, 200):
+        acc = acc + a[i] * vg.sin(x + i)
+    f = vg.compile([x, a], acc)
+    (rep,) = f.program.repeats
+    assert rep.shifted and rep.shifted[0][1] > 0
+    assert "per iteration" in str(f.program)
+    g = np.random.default_rng(4)
+    xv, av = g.standard_normal(300), g.standard_normal(200)
+    want = av[0] * np.sin(xv)
+    for i in range(1, 200):
+        want = want + av[i] * np.sin(xv + i)
+    np.testing.assert_allclose(f(xv, av), want, rtol=1e-12, atol=1e-12)
+    with pytest.raises(IndexError):  # the last iterations' reads are out of bounds
+        f(xv, av[:150])

@@ -584,6 +584,12 @@ def _emit_repeat(rep: Repeat, program, src: ProgramSource, names: _Names, emit_u
     em.line(f"for {rp} in range({rep.count}):")
     with em.indent():
         src.straight_depth += 1
+        outer = {}
+        for array, d in rep.shifted:  # the body reads a[i] of a[d * rp:]
+            outer[array] = names[array]
+            view = em.fresh("ra")
+            em.line(f"{view} = {names[array]}[{d} * {rp}:]")
+            names[array] = view
         varying: dict[int, dict] = {}
         for table, columns in tables:
             row = em.fresh("rw")
@@ -596,6 +602,7 @@ def _emit_repeat(rep: Repeat, program, src: ProgramSource, names: _Names, emit_u
         for (_, y), (_, var, *_) in zip(rep.carried, hidden):
             em.line(f"{var} = {names[y]}")
         src.straight_depth -= 1
+    names.update(outer)
     for x, _, name, scalar, vector in hidden:  # X as it was outside the loop
         names[x] = name
         for table, value in ((names.scalars, scalar), (names.vectors, vector)):
@@ -636,8 +643,12 @@ def _varying_tables(rep: Repeat, program, src: ProgramSource, names: _Names) -> 
                                 for b in row] for row in cells]).astype(dtype)
             em.line(f"{table} = {src.add_global('rvc', to_storage(values))}.copy()")
         elif packed and all(loc is not None and loc[0] == packed[0][0] for loc in packed):
-            at = src.add_global("rvi", np.array([loc[1] for loc in packed], np.int64))
-            em.line(f"{table} = {packed[0][0]}[{at}].reshape({shape})")
+            at = [loc[1] for loc in packed]
+            if at == list(range(at[0], at[0] + len(at))):  # a run: a slice, no gather
+                em.line(f"{table} = {packed[0][0]}[{at[0]}:{at[0] + len(at)}].reshape({shape})")
+            else:
+                at = src.add_global("rvi", np.array(at, np.int64))
+                em.line(f"{table} = {packed[0][0]}[{at}].reshape({shape})")
         else:
             em.line(f"{table} = np.empty({shape}, {np_dtype(dtype)})")
             for k, row in enumerate(cells):

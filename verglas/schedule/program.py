@@ -224,9 +224,12 @@ class Program:
                 body = self.repeat_body(unit)
                 carried = ", ".join(f"{self.buffer_str(x)} then {self.buffer_str(y)}"
                                     for x, y in unit.carried)
+                shifted = ", ".join(f"{self.buffer_str(a)}[i] at i + {d} per iteration"
+                                    for a, d in unit.shifted)
+                reads = "; ".join(r for r in (carried and f"reading {carried}", shifted) if r)
                 lines.append(f"  {unit.first:3d}-{unit.last_step}  one loop of {unit.count} "
                              f"iterations of steps {body[0].index}-{body[-1].index}"
-                             + (f" (reading {carried})" if carried else "") + ":")
+                             + (f" ({reads})" if reads else "") + ":")
                 for step in body:
                     lines.append(f"       {step.index:3d}  {self._step_str(step)}")
                 ends = ", ".join(f"{self.buffer_str(last)} = {self.buffer_str(b0)}"

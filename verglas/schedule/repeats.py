@@ -13,7 +13,9 @@ group or a reduction of a map) repeat when, position by position:
   the run, the same in every block (invariant); for B_k (k >= 1), B_{k-1}'s output at a
   fixed position where B_0 reads an outer buffer X (carried: X in the first iteration, the
   previous iteration's output after); or one-element inputs or constants of one dtype and
-  rank, one per block (varying: the coefficients of a sum of terms, read by iteration);
+  rank, one per block (varying: the coefficients of a sum of terms, read by iteration); or an
+  element read a[i] of an outer 1-d array whose index steps by the same d >= 0 from block to
+  block, for every read of that array in the block (shifted: the body reads a[i] of a[d*k:]);
 - corresponding outputs have the same dtype, rank, kind, memory slot and aliasing (so one
   block's storage plan serves every iteration);
 - nothing after the run reads a buffer of B_0 ... B_{K-2}, and none is a program output.
@@ -49,6 +51,8 @@ class Repeat:
     last: tuple[tuple[int, int], ...]
     # (body step position, input position, the buffer each block reads there)
     varying: tuple[tuple[int, int, tuple[int, ...]], ...] = ()
+    # (1-d array, d): the body's element reads of it step by d per iteration
+    shifted: tuple[tuple[int, int], ...] = ()
 
     @property
     def last_step(self) -> int:
@@ -90,8 +94,9 @@ class _Finder:
             for b in s.inputs:
                 self.last_read[b] = s.index
         # steps that cannot repeat get a signature of their own
-        self.sig = [(s.node.op, s.element_reads, len(s.inputs)) if s.index not in excluded
-                    else ("excluded", s.index) for s in steps]
+        # (element reads by position: their indices may move from block to block)
+        self.sig = [(s.node.op, tuple(i for i, _ in s.element_reads), len(s.inputs))
+                    if s.index not in excluded else ("excluded", s.index) for s in steps]
 
     def longest(self, s: int, p: int) -> Repeat | None:
         """The longest run of blocks of period `p` from step `s`, None under MIN_REPEATS."""
@@ -102,21 +107,26 @@ class _Finder:
             return None  # (the cheap test first)
         carried: dict[int, tuple[int, int]] = {}  # X -> (position, output) in the block
         varying: dict[tuple[int, int], list[int]] = {}  # (position, input) -> buffer per block
+        shifts: dict[int, int] = {}  # array -> its element reads' step per block
         k = 1
         while s + (k + 1) * p <= n and all(sig[s + j] == sig[s + k * p + j] for j in range(p)):
             more = {pos: list(bs) for pos, bs in varying.items()}
-            if not (self._block_matches(s, p, k, carried, more) and self._internal(s, p, k - 1)):
+            more_shifts = dict(shifts)
+            if not (self._block_matches(s, p, k, carried, more, more_shifts)
+                    and self._internal(s, p, k - 1)):
                 break
-            varying = more
+            varying, shifts = more, more_shifts
             k += 1
-        if k < MIN_REPEATS or not self._varies_alike(s, p, varying):
+        if k < MIN_REPEATS or not self._varies_alike(s, p, varying) or not self._shifted_alone(
+                s, p, shifts):
             return None
         x_of = {pos: x for x, pos in carried.items()}
         carried_pairs = tuple((x, steps[s + j].outputs[o]) for (j, o), x in sorted(x_of.items()))
         last = tuple((b0, steps[s + (k - 1) * p + j].outputs[o])
                      for j in range(p) for o, b0 in enumerate(steps[s + j].outputs))
         return Repeat(s, p, k, carried_pairs, last,
-                      tuple((j, i, tuple(bs)) for (j, i), bs in sorted(varying.items())))
+                      tuple((j, i, tuple(bs)) for (j, i), bs in sorted(varying.items())),
+                      tuple(sorted((a, d) for a, d in shifts.items() if d)))
 
     def _role(self, b: int, s: int, p: int, k: int):
         """What buffer `b`, read by block k, is to the run: ("outer", b), ("own", j, o),
@@ -131,13 +141,23 @@ class _Finder:
             return ("prev", j, at[1])
         return None
 
-    def _block_matches(self, s: int, p: int, k: int, carried: dict, varying: dict) -> bool:
+    def _block_matches(self, s: int, p: int, k: int, carried: dict, varying: dict,
+                       shifts: dict) -> bool:
         """Block k reads and writes as block 0 does (recording carried buffers when k == 1,
-        and in `varying` what block k reads at varying positions)."""
+        in `varying` what block k reads at varying positions, in `shifts` how far element
+        reads move per block)."""
         steps, buffers, slots = self.steps, self.buffers, self.slots
         for j in range(p):
             first, step = steps[s + j], steps[s + k * p + j]
             for i, (b0, b) in enumerate(zip(first.inputs, step.inputs)):
+                e0 = first.element_index(i)
+                if e0 is not None:  # (the signatures matched: block k reads one too)
+                    e = step.element_index(i)
+                    d, rem = divmod(e[0] - e0[0], k) if len(e0) == 1 else (0, 1)
+                    if (b != b0 or self._role(b0, s, p, 0)[0] != "outer" or rem or d < 0
+                            or e0[0] < 0 or shifts.setdefault(b0, d) != d):
+                        return False
+                    continue
                 r0, r = self._role(b0, s, p, 0), self._role(b, s, p, k)
                 if r is None or r0 is None:
                     return False
@@ -203,6 +223,14 @@ class _Finder:
                     return False
                 seen[b0] = bs
         return True
+
+    def _shifted_alone(self, s: int, p: int, shifts: dict) -> bool:
+        """An array whose element reads move is read by the body through element reads only
+        (one name, the moved view, serves them all)."""
+        moved = {a for a, d in shifts.items() if d}
+        return all(self.steps[s + j].element_index(i) is not None
+                   for j in range(p) for i, b in enumerate(self.steps[s + j].inputs)
+                   if b in moved)
 
     def _reads_as_carried(self, x: int, s: int, p: int) -> bool:
         """Block 1 reads the carried value wherever block 0 reads X (one name serves both)."""

@@ -22,8 +22,20 @@ def namespace(xp, **extra) -> types.SimpleNamespace:
     return types.SimpleNamespace(**{n: getattr(xp, n) for n in names}, **extra)
 
 
+def _eager_recurrence(xp):
+    def recurrence(step, xs, init):
+        """The trace of `carry = step(carry, x)` over the rows of xs, by a Python loop."""
+        carry, trace = init, []
+        for x in xs:
+            carry = step(carry, x)
+            trace.append(carry)
+        return xp.stack(trace)
+    return recurrence
+
+
 def array_namespace(xp) -> types.SimpleNamespace:
-    """Eager namespace (numpy, cupy) with hand-written, numerically stable softmax/logsumexp."""
+    """Eager namespace (numpy, cupy) with hand-written, numerically stable softmax/logsumexp,
+    and `recurrence(step, xs, init)` (the trace of a loop) as a Python loop."""
     def softmax(x, axis=-1):
         e = xp.exp(x - xp.max(x, axis=axis, keepdims=True))
         return e / xp.sum(e, axis=axis, keepdims=True)
@@ -33,7 +45,8 @@ def array_namespace(xp) -> types.SimpleNamespace:
         out = xp.log(xp.sum(xp.exp(x - top), axis=axis, keepdims=True)) + top
         return xp.squeeze(out, axis=axis)
 
-    return namespace(xp, softmax=softmax, logsumexp=logsumexp)
+    return namespace(xp, softmax=softmax, logsumexp=logsumexp,
+                     recurrence=_eager_recurrence(xp))
 
 
 class Framework:
@@ -128,7 +141,7 @@ class Verglas(Framework):
         """The verglas inputs and outputs of `case`."""
         import verglas as vg
         inputs = self.symbols(case, arrays)
-        outputs = _listed(case.body(vg, *inputs))
+        outputs = _listed(case.body(verglas_namespace(), *inputs))
         if case.wrt:
             outputs = [outputs[0], *vg.grad(outputs[0], [inputs[i] for i in case.wrt])]
         return inputs, outputs
@@ -202,11 +215,31 @@ class PyTensor(Framework):
         return compile_
 
 
+def verglas_namespace():
+    """The verglas module's names plus `recurrence(step, xs, init)` through vg.scan."""
+    import verglas as vg
+
+    class Namespace:
+        def __getattr__(self, name):
+            return getattr(vg, name)
+
+        @staticmethod
+        def recurrence(step, xs, init):
+            return vg.scan(lambda x, carry: step(carry, x), sequences=xs, outputs_info=init)
+    return Namespace()
+
+
 def pytensor_namespace() -> types.SimpleNamespace:
-    """pytensor.tensor names plus its softmax and logsumexp."""
+    """pytensor.tensor names plus its softmax and logsumexp, and `recurrence` (pytensor.scan)."""
+    import pytensor
     import pytensor.tensor as pt
     from pytensor.tensor.special import softmax
-    return namespace(pt, softmax=softmax, logsumexp=pt.logsumexp)
+
+    def recurrence(step, xs, init):
+        trace, _ = pytensor.scan(lambda x, carry: step(carry, x), sequences=xs,
+                                 outputs_info=init)
+        return trace
+    return namespace(pt, softmax=softmax, logsumexp=pt.logsumexp, recurrence=recurrence)
 
 
 class Jax(Framework):
@@ -233,7 +266,13 @@ class Jax(Framework):
         """The jitted function of `case` (loss and gradients flattened when `wrt`)."""
         import jax
         import jax.numpy as jnp
-        ns = namespace(jnp, softmax=jax.nn.softmax, logsumexp=jax.nn.logsumexp)
+        def recurrence(step, xs, init):
+            def body(carry, x):
+                carry = step(carry, x)
+                return carry, carry
+            return jax.lax.scan(body, init, xs)[1]
+        ns = namespace(jnp, softmax=jax.nn.softmax, logsumexp=jax.nn.logsumexp,
+                       recurrence=recurrence)
         def fn(*args):
             return case.body(ns, *args)
 

@@ -112,6 +112,37 @@ def mlp_backprop(m, x, t, w1, b1, w2, b2, w3, b3):
             h2.T @ d3, m.sum(d3, axis=0)]
 
 
+def scan_scalar(m, x0, u):
+    """x_t = 0.5 * x_{t-1} + u_t: a scalar recurrence, one cheap step per element of u; the
+    trace of x. `m.recurrence(step, xs, init)` is each framework's loop (see peers.py)."""
+    return m.recurrence(lambda x, u_t: 0.5 * x + u_t, u, x0)
+
+
+def scan_rnn(m, h0, x, w, u, b):
+    """h_t = tanh(h_{t-1} @ w + x_t @ u + b) over the rows of x; the trace of h."""
+    return m.recurrence(lambda h, x_t: m.tanh(h @ w + x_t @ u + b), x, h0)
+
+
+def rnn_loss(m, h0, x, w, u, b):
+    """The mean square of an RNN's trace: its gradients go back through every step."""
+    return m.mean(scan_rnn(m, h0, x, w, u, b) ** 2)
+
+
+def rnn_backprop(m, h0, x, w, u, b):
+    """Hand-written loss and gradients (h0, x, w) of `rnn_loss` (for numpy and cupy)."""
+    hs = scan_rnn(m, h0, x, w, u, b)
+    loss = m.mean(hs**2)
+    direct = hs * (2 / hs.size)
+    carry, dw, dx = h0 * 0, w * 0, x * 0
+    for t in range(hs.shape[0] - 1, -1, -1):
+        da = (direct[t] + carry) * (1 - hs[t] * hs[t])
+        prev = hs[t - 1] if t else h0
+        dw = dw + prev[:, None] * da[None, :]
+        dx[t] = da @ u.T
+        carry = da @ w.T
+    return [loss, carry, dx, dw]
+
+
 # --- cases per program --------------------------------------------------------------------------
 
 def _normal(shape, dtype, scale=1.0):
@@ -214,6 +245,36 @@ def _mlp(device: str, quick: bool, grad: bool) -> list[Case]:
     return [Case(name, label, MLP_NAMES, _mlp_data(batch, widths), mlp_loss)]
 
 
+def _scan_scalar(device: str, quick: bool) -> list[Case]:
+    n = 1000 if quick else 100_000
+
+    def data(rng):
+        return [np.asarray(0.5), rng.standard_normal(n)]
+    return [Case("scan_scalar", f"scan_scalar[{_size_label(n)} steps]", ("x0", "u"), data,
+                 scan_scalar)]
+
+
+def _rnn_data(steps: int, hidden: int, dtype: str):
+    """h0, x (steps x hidden), w, u (scaled so tanh stays out of saturation), b."""
+    def data(rng):
+        scale = 1 / np.sqrt(hidden)
+        out = [rng.standard_normal(hidden) * 0.1, rng.standard_normal((steps, hidden)),
+               rng.standard_normal((hidden, hidden)) * scale,
+               rng.standard_normal((hidden, hidden)) * scale, rng.standard_normal(hidden) * 0.1]
+        return [a.astype(dtype) for a in out]
+    return data
+
+
+def _rnn(device: str, quick: bool, grad: bool) -> list[Case]:
+    steps, hidden = (50, 8) if quick else (1000, 64)
+    name = "rnn_grad" if grad else "scan_rnn"
+    return [Case(name, f"{name}[T={steps},H={hidden},{dt[0]}{dt[-2:]}]",
+                 ("h0", "x", "w", "u", "b"), _rnn_data(steps, hidden, dt),
+                 rnn_loss if grad else scan_rnn, wrt=(0, 1, 2) if grad else (),
+                 reference=rnn_backprop if grad else None)
+            for dt in ("float32", "float64")]
+
+
 PROGRAMS: dict[str, Callable[[str, bool], list[Case]]] = {
     "ew_chain": _ew_chain,
     "softmax": _softmax,
@@ -225,7 +286,13 @@ PROGRAMS: dict[str, Callable[[str, bool], list[Case]]] = {
     "sum": _sum,
     "big_graph": _big_graph,
     "big_graph_indexed": _big_graph_indexed,
+    "scan_scalar": _scan_scalar,
+    "scan_rnn": lambda device, quick: _rnn(device, quick, grad=False),
+    "rnn_grad": lambda device, quick: _rnn(device, quick, grad=True),
 }
+
+# loops (Scan, lax.scan, pytensor.scan, a Python loop for numpy): run with --programs scan
+SCAN = ["scan_scalar", "scan_rnn", "rnn_grad"]
 
 # run-time programs of a default run; big_graph is mostly a compile-time program (PyTensor
 # NUMBA takes minutes to compile its 500-input fused loop), run with --programs all

@@ -46,7 +46,7 @@ def array_namespace(xp) -> types.SimpleNamespace:
         return xp.squeeze(out, axis=axis)
 
     return namespace(xp, softmax=softmax, logsumexp=logsumexp,
-                     recurrence=_eager_recurrence(xp))
+                     recurrence=_eager_recurrence(xp), reusable=lambda fn: fn)
 
 
 class Framework:
@@ -226,7 +226,25 @@ def verglas_namespace():
         @staticmethod
         def recurrence(step, xs, init):
             return vg.scan(lambda x, carry: step(carry, x), sequences=xs, outputs_info=init)
+
+        @staticmethod
+        def reusable(fn):
+            return _reusable(fn, vg.OpFromGraph, lambda v: v.type.make_variable(v.name))
     return Namespace()
+
+
+def _reusable(fn, op_class, fresh):
+    """`fn` as one op built at its first call (from fresh variables like its arguments) and
+    applied at every call."""
+    op = None
+
+    def apply(*args):
+        nonlocal op
+        if op is None:
+            inputs = [fresh(a) for a in args]
+            op = op_class(inputs, [fn(*inputs)])
+        return op(*args)
+    return apply
 
 
 def pytensor_namespace() -> types.SimpleNamespace:
@@ -239,7 +257,10 @@ def pytensor_namespace() -> types.SimpleNamespace:
         trace, _ = pytensor.scan(lambda x, carry: step(carry, x), sequences=xs,
                                  outputs_info=init)
         return trace
-    return namespace(pt, softmax=softmax, logsumexp=pt.logsumexp, recurrence=recurrence)
+    from pytensor.compile.builders import OpFromGraph
+
+    return namespace(pt, softmax=softmax, logsumexp=pt.logsumexp, recurrence=recurrence,
+                     reusable=lambda fn: _reusable(fn, OpFromGraph, lambda v: v.type()))
 
 
 class Jax(Framework):
@@ -272,7 +293,7 @@ class Jax(Framework):
                 return carry, carry
             return jax.lax.scan(body, init, xs)[1]
         ns = namespace(jnp, softmax=jax.nn.softmax, logsumexp=jax.nn.logsumexp,
-                       recurrence=recurrence)
+                       recurrence=recurrence, reusable=lambda fn: fn)
         def fn(*args):
             return case.body(ns, *args)
 

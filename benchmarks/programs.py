@@ -143,6 +143,22 @@ def rnn_backprop(m, h0, x, w, u, b):
     return [loss, carry, dx, dw]
 
 
+def dense(m, h, w, b):
+    """One residual tanh layer."""
+    return h + m.tanh(h @ w + b)
+
+
+def layers(m, h, w, b, uses: int, shared: bool):
+    """`dense` applied `uses` times with the same weights: through one reusable subgraph
+    (`m.reusable`: an OpFromGraph in verglas and PyTensor, the function itself elsewhere)
+    when `shared`, else written out each time."""
+    layer = m.reusable(lambda h_, w_, b_: dense(m, h_, w_, b_)) if shared else (
+        lambda h_, w_, b_: dense(m, h_, w_, b_))
+    for _ in range(uses):
+        h = layer(h, w, b)
+    return h
+
+
 # --- cases per program --------------------------------------------------------------------------
 
 def _normal(shape, dtype, scale=1.0):
@@ -275,6 +291,20 @@ def _rnn(device: str, quick: bool, grad: bool) -> list[Case]:
             for dt in ("float32", "float64")]
 
 
+def _layers(device: str, quick: bool, uses: int, shared: bool) -> list[Case]:
+    batch, width = (16, 32) if quick else (256, 256)
+
+    def data(rng):
+        return [rng.standard_normal((batch, width)).astype("float32"),
+                (rng.standard_normal((width, width)) * 0.1 / np.sqrt(width)).astype("float32"),
+                (rng.standard_normal(width) * 0.1).astype("float32")]
+
+    name = {(20, True): "ofg_layers", (1, True): "ofg_once", (20, False): "ofg_inlined"}[
+        (uses, shared)]
+    return [Case(name, f"{name}[{uses}x dense {batch}x{width}]", ("h", "w", "b"), data,
+                 lambda m, h, w, b: layers(m, h, w, b, uses, shared))]
+
+
 PROGRAMS: dict[str, Callable[[str, bool], list[Case]]] = {
     "ew_chain": _ew_chain,
     "softmax": _softmax,
@@ -289,10 +319,14 @@ PROGRAMS: dict[str, Callable[[str, bool], list[Case]]] = {
     "scan_scalar": _scan_scalar,
     "scan_rnn": lambda device, quick: _rnn(device, quick, grad=False),
     "rnn_grad": lambda device, quick: _rnn(device, quick, grad=True),
+    "ofg_layers": lambda device, quick: _layers(device, quick, 20, shared=True),
+    "ofg_once": lambda device, quick: _layers(device, quick, 1, shared=True),
+    "ofg_inlined": lambda device, quick: _layers(device, quick, 20, shared=False),
 }
 
-# loops (Scan, lax.scan, pytensor.scan, a Python loop for numpy): run with --programs scan
-SCAN = ["scan_scalar", "scan_rnn", "rnn_grad"]
+# inner graphs: loops (Scan, lax.scan, pytensor.scan, a Python loop for numpy) and one
+# subgraph used many times (OpFromGraph); run with --programs inner
+INNER = ["scan_scalar", "scan_rnn", "rnn_grad", "ofg_layers", "ofg_once", "ofg_inlined"]
 
 # run-time programs of a default run; big_graph is mostly a compile-time program (PyTensor
 # NUMBA takes minutes to compile its 500-input fused loop), run with --programs all
@@ -303,7 +337,8 @@ DEFAULT = {
 }
 
 # compile-time programs, measured in fresh subprocesses (benchmarks/compile_probe.py)
-COMPILE_PROGRAMS = ["ew_chain", "softmax", "mlp_grad", "big_graph", "big_graph_indexed"]
+COMPILE_PROGRAMS = ["ew_chain", "softmax", "mlp_grad", "big_graph", "big_graph_indexed",
+                    "scan_scalar", "rnn_grad", "ofg_once", "ofg_layers"]
 
 
 def cases(names: list[str], device: str, quick: bool) -> list[Case]:

@@ -20,14 +20,14 @@ COMPILE = ("compile_cold", "compile_warm")
 GROUPS = {
     "default": {d: names for d, names in programs.DEFAULT.items()},
     "compile": {"cpu": list(COMPILE), "cuda": list(COMPILE)},
-    "scan": {"cpu": programs.SCAN, "cuda": programs.SCAN},
+    "inner": {"cpu": programs.INNER, "cuda": programs.INNER},
     "all": {"cpu": [*programs.DEFAULT["cpu"], "big_graph", *COMPILE],
             "cuda": [*programs.DEFAULT["cuda"], "big_graph", *COMPILE]},
 }
 
 
 def expand(spec: str | None, device: str) -> list[str]:
-    """Program names from `--programs` (names and the groups default, compile, scan, all)."""
+    """Program names from `--programs` (names and the groups default, compile, inner, all)."""
     names = []
     for name in (spec or "default").split(","):
         names += GROUPS[name][device] if name in GROUPS else [name]
@@ -44,8 +44,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "comma-separated program names or groups. Programs: "
         f"{', '.join([*programs.PROGRAMS, *COMPILE])}. Groups: default (run time, "
         f"cpu: {','.join(GROUPS['default']['cpu'])}), compile (cold and warm compile "
-        f"times of {','.join(programs.COMPILE_PROGRAMS)} in fresh processes), scan "
-        f"(loops: {','.join(programs.SCAN)}), all"))
+        f"times of {','.join(programs.COMPILE_PROGRAMS)} in fresh processes), inner "
+        f"(inner graphs: {','.join(programs.INNER)}), all"))
     p.add_argument("--repeat", type=int, default=7, help="timed samples per cell (default 7)")
     p.add_argument("--quick", action="store_true", help="small sizes: a smoke test")
     p.add_argument("--json", action="store_true",

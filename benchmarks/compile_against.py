@@ -76,14 +76,12 @@ def main(argv: list[str] | None = None) -> int:
     headers = ["program", "compile", "this (median, range)", "against", "this/against"]
     print(report.table(headers, rows))
     if args.json:
-        record = dict(report.header("cpu"), trees=trees, results=results)
-        markdown = "\n\n".join([
-            "# verglas's compile times against another checkout", report.describe(record),
+        report.write_table(
+            "compile-against", dict(report.header("cpu"), trees=trees, results=results),
+            "verglas's compile times against another checkout",
             "Compile plus first call in a fresh process (the suite's compile probe), cold with "
             "an empty cache, then warm from that cache; medians of the rounds, the trees in "
-            "turn.", report.table(headers, rows, markdown=True)])
-        for path in report.write("compile-against", record, markdown):
-            print(f"wrote {path}")
+            "turn.", headers, rows)
     return 0
 
 

@@ -144,6 +144,15 @@ def write(name: str, record: dict, markdown: str) -> tuple[Path, Path]:
     return path, md
 
 
+def write_table(name: str, record: dict, title: str, text: str, headers, rows) -> None:
+    """Write `record` as `results/<name>-<date>`: its markdown is `title`, the preamble,
+    `text` and the table; print the paths."""
+    markdown = "\n\n".join([f"# {title}", describe(record), text,
+                             table(headers, rows, markdown=True)])
+    for path in write(name, record, markdown):
+        print(f"wrote {path}")
+
+
 def describe(record: dict) -> str:
     """A markdown preamble naming the machine, versions and command of a record."""
     m, v = record["machine"], record["versions"]

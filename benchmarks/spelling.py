@@ -103,15 +103,13 @@ def main(argv: list[str] | None = None) -> int:
                "peak RSS", "steps"]
     print(report.table(headers, rows))
     if args.json:
-        record = dict(report.header("cpu"), trees=trees, results=results)
-        markdown = "\n\n".join([
-            "# big_graph's cold compile by spelling", report.describe(record),
+        report.write_table(
+            "compile-spelling", dict(report.header("cpu"), trees=trees, results=results),
+            "big_graph's cold compile by spelling",
             "Wall seconds from building the graph to the first result, in a fresh process "
             "with an empty verglas cache (import and numba's start-up excluded); CPU seconds "
             "of the whole process; medians of the rounds, the trees run in turn.",
-            report.table(headers, rows, markdown=True)])
-        for path in report.write("compile-spelling", record, markdown):
-            print(f"wrote {path}")
+            headers, rows)
     return 0
 
 

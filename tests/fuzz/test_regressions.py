@@ -510,3 +510,16 @@ def test_complex_exp_is_c99s_cexp():
             want = np.exp(values)
         got = run([x], vg.exp(x), [values])
         same(got, want, rtol=1e-15 if dtype == "complex128" else 1e-6)
+
+
+# -- loops ----------------------------------------------------------------------------------------
+def test_save_mem_leaves_a_statically_sliced_trace_alone():
+    """scan_save_mem replaced `trace[1:]` (static length 2) by the kept entries' `[1:]` (static
+    length 1), a type the graph refused (seed 165): where a slice's static length would
+    change, the output keeps all of its entries."""
+    x0 = t("x0", (2,), "int16")
+    last = vg.scan(lambda s0, h: vg.where(vg.maximum(h, h), h, h).astype(h.dtype),
+                   sequences=[x0], outputs_info=np.array(10.92623519897461, dtype=F32))[-1]
+    values = [np.array([0, 0], dtype="int16")]
+    same(run([x0], [last], values)[0], np.float32(10.92623519897461))
+    same(run([x0], [last], values, mode="reference")[0], np.float32(10.92623519897461))

@@ -294,8 +294,8 @@ def test_mode_queries_by_tag_name_and_phase():
 
 def test_pipeline_phase_order():
     assert [p.name for p in PHASES] == [
-        "merge", "constant_folding", "canonicalize", "shape", "specialize", "fusion", "scan",
-        "optimize_inner_graphs", "inplace"]
+        "merge", "constant_folding", "canonicalize", "shape", "specialize",
+        "optimize_inner_graphs", "scan", "fusion", "inplace"]
     reg = _registry()
     text = str(build_pipeline("fast_run", reg))
     assert text.index("merge") < text.index("constant_folding (equilibrium): add_zero")

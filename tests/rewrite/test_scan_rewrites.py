@@ -9,9 +9,12 @@ from verglas.graph import FunctionGraph, freeze
 from verglas.ops.scan import Scan, ScanLayout
 from verglas.graph.reference import ReferenceRunner
 from verglas.rewrite import get_mode, rewrite_graph
-from verglas.rewrite.scan import scan_remove_unused
+from verglas.rewrite.scan import scan_remove_unused, tail_read
+from verglas.rewrite.trace import RewriteProfile
+from verglas.testing import verify_grad
 
-SCAN_ONLY = get_mode("fast_run").excluding("fusion", "inplace", "optimize_inner_graphs")
+SCAN_ONLY = get_mode("fast_run").excluding("fusion", "inplace", "optimize_inner_graphs",
+                                           "scan_save_mem")
 
 
 def rewritten(inputs, outputs, mode=SCAN_ONLY):
@@ -71,3 +74,71 @@ def test_runs_in_fast_compile_too():
     graph = rewritten([x, w, s0], [a], "fast_compile")
     (node,) = scans(graph)
     assert node.op.layout.n_outputs == 1
+
+
+# -- scan_save_mem -----------------------------------------------------------------------------
+SCAN_AND_SAVE = get_mode("fast_run").excluding("fusion", "inplace", "optimize_inner_graphs")
+
+
+def fired(inputs, outputs, name, mode="fast_run"):
+    """(the rewritten frozen graph, how many times rewrite `name` fired)."""
+    prof = RewriteProfile()
+    fg = FunctionGraph(inputs, outputs, clone=True)
+    rewrite_graph(fg, mode, trace=prof)
+    return fg.freeze(), prof.rewrites.get(name, [0, 0])[1]
+
+
+def test_tail_reads():
+    x, n = vg.tensor("x", shape=(None, 3)), vg.scalar("n", dtype="int64")
+    fg = FunctionGraph([x, n], [x[-1], x[-3:, 1], x[2:][-2]], clone=False)
+    assert tail_read(fg, x) == 4  # x[2:][-2]: the 4th entry from the end at most
+    assert tail_read(FunctionGraph([x], [x[-1], x[0]]), x) is None
+    assert tail_read(FunctionGraph([x, n], [x[n]]), x) is None
+    assert tail_read(FunctionGraph([x], [x[::-1][0]]), x) is None
+    assert tail_read(FunctionGraph([x], [x]), x) is None  # an output: all of it
+    assert tail_read(FunctionGraph([x], [x[-2:, 0], vg.sum(x[-1])]), x) == 2
+
+
+def test_save_mem_keeps_the_last_entries_and_results_are_unchanged():
+    x, s0 = vg.tensor("x", shape=(None,)), vg.scalar("s0")
+    acc = vg.scan(lambda x_t, a: a * 0.9 + x_t, sequences=x, outputs_info=s0)
+    ys = vg.scan(lambda x_t: vg.exp(x_t), sequences=x)
+    outs = [acc[-1], acc[-2:], ys[-1]]
+    # (ys reads no state: scan_push_out_outputs would compute it without a loop)
+    graph, fires = fired([x, s0], outs, "scan_save_mem",
+                         get_mode("fast_run").excluding("scan_push_out_outputs"))
+    assert fires >= 1
+    keeps = sorted(n.op.layout.keep for n in scans(graph))
+    assert keeps == [(1,), (3,)]  # ys: its last; acc: acc[1:][-2:] reads the last 3 of the buffer
+    values = [np.array([0.5, -1.0, 2.0, 0.25]), np.array(0.3)]
+    same_results([x, s0], outs, graph, values)
+    want = [0.3]
+    for v in values[0]:
+        want.append(want[-1] * 0.9 + v)
+    got = vg.compile([x, s0], outs, mode="reference")(*values)
+    np.testing.assert_allclose(got[0], want[-1])
+    np.testing.assert_allclose(got[1], want[-2:])
+    np.testing.assert_allclose(got[2], np.exp(values[0][-1]))
+
+
+def test_save_mem_does_not_fire_on_a_whole_trace():
+    x, s0 = vg.tensor("x", shape=(None,)), vg.scalar("s0")
+    acc = vg.scan(lambda x_t, a: a + x_t, sequences=x, outputs_info=s0)
+    _, fires = fired([x, s0], [acc, acc[-1]], "scan_save_mem")
+    assert fires == 0
+
+
+def test_gradient_through_a_kept_scan_by_finite_differences():
+    x, w = vg.tensor("x", shape=(None,)), vg.scalar("w")
+    op_graph, _ = fired([x, w], [vg.scan(lambda x_t, a, w: vg.tanh(a * w + x_t), sequences=x,
+                                         outputs_info=vg.as_tensor(0.1),
+                                         non_sequences=w)[-1]], "scan_save_mem", SCAN_AND_SAVE)
+    (node,) = scans(op_graph)
+    assert node.op.layout.keep == (2,)
+    kept = node.op  # differentiate through the op that holds only its last entries
+
+    def last(x, w):
+        n = vg.as_tensor(x).shape[0]
+        return kept(n, x, vg.as_tensor(0.1), w)[-1]
+
+    verify_grad(last, [np.array([0.3, -0.2, 0.5]), np.array(0.7)])

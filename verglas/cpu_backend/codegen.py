@@ -3,6 +3,7 @@ compiles as a single unit (one compilation per program, whatever the number of s
 
 from __future__ import annotations
 
+import contextlib
 
 import numpy as np
 
@@ -34,9 +35,13 @@ PACK_THRESHOLD = 4
 class _Names(dict):
     """Buffer id -> variable name; a buffer known as a scalar is materialized on first use."""
 
-    def __init__(self, emitter):
+    def __init__(self, emitter, prefix: str = "b"):
         super().__init__()
         self.emitter = emitter
+        self.prefix = prefix  # buffer b<id> is named <prefix><id>
+        # whether 0-d elementwise results stay scalar locals (set_scalar) rather than arrays:
+        # in a loop body, where an array per step would be an allocation per step
+        self.scalar_results = False
         self.scalars: dict[int, str] = {}  # buffer id -> scalar expression of its one element
         self.pending: dict[int, tuple[str, int]] = {}  # buffer id -> (name, ndim)
         # "pkJ[S]" -> ("pkJ", S): a packed 0-d input (or a repeat's varying value, a cell of
@@ -44,10 +49,13 @@ class _Names(dict):
         self.packed: dict[str, tuple[str, int]] = {}
         self.vectors: dict[int, tuple[str, list[str]]] = {}  # bid -> (dtype, element exprs)
 
+    def name_of(self, bid: int) -> str:
+        return f"{self.prefix}{bid}"
+
     def __missing__(self, bid):
         if bid in self.vectors:  # a shape vector, built where something needs the array
             dtype, elements = self.vectors[bid]
-            name = self[bid] = f"b{bid}"
+            name = self[bid] = self.name_of(bid)
             self.emitter.line(f"{name} = np.empty({len(elements)}, {np_dtype(dtype)})")
             for k, value in enumerate(elements):
                 self.emitter.line(f"{name}[{k}] = {value}")
@@ -232,7 +240,7 @@ class StepContext(EmitContext):
         bid = self.step.outputs[j]
         self._names.pop(bid, None)
         self._names.scalars[bid] = expr
-        self._names.pending[bid] = (f"b{bid}", self.node.outputs[j].ndim)
+        self._names.pending[bid] = (self._names.name_of(bid), self.node.outputs[j].ndim)
 
     def set_elements(self, j: int, dtype: str, elements: list[str]) -> None:
         """Declare 1-d output `j` the vector of scalar expressions `elements`; the array is
@@ -320,6 +328,84 @@ class StepContext(EmitContext):
         if self.em.depth == self.src.straight_depth:
             self.src.facts.shape_is(self.out(j), dims)
 
+    def scratch(self, shape_expr: str, dtype: str) -> str:
+        """A new array of `shape_expr` and `dtype` for this step alone (no buffer of the
+        program): taken from the workspace where the function has one."""
+        name = self.fresh("sc")
+        storage = self._storage
+        if storage.workspace:
+            take = self.src.add_global("ws_take", ws_take)
+            self.line(f"{name}, wo = {take}(ws, wo, {shape_expr}, {np_dtype(dtype)})")
+            storage.root.used_workspace = True
+            storage.root.takes += 1
+        else:
+            self.line(f"{name} = {empty_expr(self.src, shape_expr, dtype)}")
+        return name
+
+    def keeps_scalars(self) -> bool:
+        """Whether 0-d elementwise results stay scalar locals (set_scalar): in loop bodies."""
+        return self._names.scalar_results
+
+    @contextlib.contextmanager
+    def loop(self, var: str, count: str):
+        """`for var in range(count):` around loop bodies (emit_body). The workspace arrays a
+        body takes as it goes (ws_take) are taken again by every iteration: `wo` goes back."""
+        root = self._storage.root
+        takes, mark, depth = root.takes, len(self.em.lines), self.em.depth
+        self.line(f"for {var} in range({count}):")
+        with self.indent():
+            yield
+        if root.takes != takes:
+            back = self.fresh("wl")
+            self.em.lines.insert(mark, "    " * depth + f"{back} = wo")
+            self.em.lines.insert(mark + 2, "    " * (depth + 1) + f"wo = {back}")
+
+    def emit_body(self, program, inputs, destinations=None):
+        """Emit `program`, a loop body, inline here (inside `loop`).
+
+        `inputs`: per program input, ("scalar", expression) or ("array", name, layout,
+        lengths), `lengths` the expressions its dims equal; `destinations`: {output position:
+        (row expression, message)}, outputs to compute straight into that row (ValueError with
+        the message if their shapes differ). Returns (per output ("scalar", expression) or
+        ("array", name), the output positions computed into their rows).
+        """
+        src, em = self.src, self.em
+        names = _Names(em, prefix=em.fresh("l") + "b")
+        names.scalar_results = True
+        contiguous: dict = {}
+        saved = src.facts, src.shared_ops, src.straight_depth
+        src.facts, src.shared_ops = src.facts.copy(), program.shared_kernels()
+        src.straight_depth = em.depth  # (one iteration's straight-line code)
+        for b, binding in zip(program.inputs, inputs):
+            if binding[0] == "scalar":
+                names.scalars[b] = binding[1]
+                names.pending[b] = (names.name_of(b), program.buffers[b].ndim)
+                continue
+            _, name, layout, lengths = binding
+            names[b] = name
+            contiguous[b] = True if layout == "C" else (layout if layout == "F" else False)
+            src.facts.shape_is(name, lengths)
+        for buf in program.buffers:
+            if buf.kind == "constant":
+                names[buf.id] = src.add_global("const", to_storage(np.array(buf.var.data,
+                                                                             order="C")))
+                contiguous[buf.id] = True
+        storage = _Storage(program, names, src, self._storage.workspace, parent=self._storage)
+        storage.destinations = {program.outputs[j]: dest
+                                for j, dest in (destinations or {}).items()}
+        try:
+            _emit_units(program, src, names, contiguous, storage, label="body step")
+        finally:
+            src.facts, src.shared_ops, src.straight_depth = saved
+        results = []
+        for b in program.outputs:
+            if b in names.scalars and not dict.__contains__(names, b):
+                results.append(("scalar", names.scalars[b]))
+            else:
+                results.append(("array", names[b]))
+        directed = {j for j, b in enumerate(program.outputs) if b in storage.directed}
+        return results, directed
+
     def sub_function(self, sub_program) -> str:
         """The name of the function computing `sub_program`, generated once per program.
 
@@ -347,17 +433,27 @@ class _Storage:
     a new array when `ws` is full; `wo` counts the bytes the next call should have).
     """
 
-    def __init__(self, program, names, src: ProgramSource, workspace: bool = False):
+    def __init__(self, program, names, src: ProgramSource, workspace: bool = False,
+                 parent: _Storage | None = None):
         self.program, self.names, self.src, self.em = program, names, src, src.emitter
         # slot -> (array, its shape expr, whether the array is new: one an output may take)
         self.slot_storage: dict[int, tuple[str, str, bool]] = {}
         slots = program.slots or ()
-        self.output_slots = {slots[b.id] for b in program.buffers
-                             if b.is_output and slots and slots[b.id] is not None}
+        # (a loop body's outputs are copied into their rows, or computed there, before the
+        # next iteration takes the same workspace again: they need no array of their own)
+        self.output_slots = set() if parent is not None else {
+            slots[b.id] for b in program.buffers
+            if b.is_output and slots and slots[b.id] is not None}
         self.workspace = workspace
-        self.used_workspace = False  # whether the code reads `ws`
+        # the function's storage (a loop body's shares its workspace, reservations and flags)
+        self.root = self if parent is None else parent.root
+        self.used_workspace = False  # whether the code reads `ws` (the root's)
+        self.takes = 0  # how many arrays are taken from it as they come (ws_take; the root's)
         # (shape in the inputs' lengths, dtype) of each array carved at offset `wq<k>`
-        self.reserved: list[tuple[str, str]] = []
+        self.reserved: list[tuple[str, str]] = [] if parent is None else parent.reserved
+        # a loop body's outputs computed straight into rows: buffer -> (row expr, message)
+        self.destinations: dict[int, tuple[str, str]] = {}
+        self.directed: set[int] = set()  # the buffers that were
 
     def alloc(self, bid: int, shape_expr: str) -> str:
         """Emit the allocation of buffer `bid` with tuple expression `shape_expr`."""
@@ -373,6 +469,20 @@ class _Storage:
         dims = tuple_items(shape_expr) if shape_expr else None
         if dims is not None and len(dims) != buf.ndim:
             dims = None
+        if bid in self.destinations:  # a loop body's state, computed into its row
+            row, message = self.destinations[bid]
+            self.em.line(f"{out} = {row}")
+            pairs = ([(f"{out}.shape[{d}]", e) for d, e in enumerate(dims)]
+                     if dims is not None else [(f"{out}.shape", shape_expr)])
+            todo = self.src.facts.unproven(pairs) if dims is not None else pairs
+            if todo:
+                self.em.line(f"if {' or '.join(f'{a} != {b}' for a, b in todo)}:")
+                with self.em.indent():
+                    self.em.line(f"raise ValueError({message!r})")
+            if dims is not None:
+                facts.shape_is(out, dims)
+            self.directed.add(bid)
+            return out
         # the shape in the inputs' lengths, if known: then the function's top reserves it
         forms = [facts.input_form(d) for d in dims] if dims is not None and at_top else None
         if dims is not None:
@@ -388,11 +498,12 @@ class _Storage:
                 self.em.line(f"{out} = {carve}(ws, wq{len(self.reserved)}, {shape_expr}, "
                              f"{dtype})")
                 self.reserved.append((tuple_expr(forms), dtype))
-                self.used_workspace = True
+                self.root.used_workspace = True
             else:  # a size known only here (it depends on values): taken as it comes
                 take = self.src.add_global("ws_take", ws_take)
                 self.em.line(f"{out}, wo = {take}(ws, wo, {shape_expr}, {dtype})")
-                self.used_workspace = True
+                self.root.used_workspace = True
+                self.root.takes += 1
             if slot is not None:
                 self.slot_storage[slot] = (out, shape_expr, new)
         else:  # reuse the storage of a dead buffer of the same dtype and size
@@ -501,40 +612,7 @@ def generate(program, name: str = "program", parent: ProgramSource | None = None
     # (VERGLAS_WORKSPACE=0) makes every call allocate them afresh (nothing held between calls)
     storage = _Storage(program, names, src, workspace=parent is None and config.workspace)
 
-    fused = {p: r for r, p in program.reduce_maps}
-
-    def emit_unit(unit, varying=None) -> None:
-        members = [unit] if isinstance(unit, Step) else unit.steps
-        contexts = []
-        for step in members:
-            if step.index in fused:
-                em.line(f"# step {step.index}: {step.node.op} (in the loop of step "
-                        f"{fused[step.index]})")
-                return
-            for b in step.outputs:
-                names[b] = f"b{b}"
-                contiguous[b] = program.buffers[b].view_of is None
-            em.line(f"# step {step.index}: {step.node.op}")
-            contexts.append(StepContext(src, program, step, names, contiguous, storage,
-                                        varying))
-        if isinstance(unit, Step):
-            producer = program.producer_in(unit.index)
-            if producer is not None:
-                contexts[0].producer = StepContext(src, program, producer, names, contiguous,
-                                                   storage)
-            emit(unit.node.op, contexts[0])
-        else:
-            em.line(f"# steps {unit.first}-{unit.last}: one loop over rows")
-            emit_row_group(unit, contexts)
-
-    for unit in program.units():
-        if isinstance(unit, Repeat):
-            for step in program.steps[unit.first + unit.period:unit.last_step + 1]:
-                for b in step.outputs:
-                    contiguous[b] = program.buffers[b].view_of is None
-            _emit_repeat(unit, program, src, names, emit_unit)
-        else:
-            emit_unit(unit)
+    _emit_units(program, src, names, contiguous, storage)
     outs = []
     seen: set[int] = set()
     for b in program.outputs:
@@ -564,12 +642,54 @@ def generate(program, name: str = "program", parent: ProgramSource | None = None
     return src
 
 
-def _emit_repeat(rep: Repeat, program, src: ProgramSource, names: _Names, emit_unit) -> None:
+def _emit_units(program, src: ProgramSource, names: _Names, contiguous: dict,
+                storage: _Storage, label: str = "step") -> None:
+    """The code of `program`'s units, in order, into `src` (a whole function's body, or a loop
+    body inline in one: `label` "body step" tells its comments apart)."""
+    em = src.emitter
+    fused = {p: r for r, p in program.reduce_maps}
+
+    def emit_unit(unit, varying=None) -> None:
+        members = [unit] if isinstance(unit, Step) else unit.steps
+        contexts = []
+        for step in members:
+            if step.index in fused:
+                em.line(f"# {label} {step.index}: {step.node.op} (in the loop of {label} "
+                        f"{fused[step.index]})")
+                return
+            for b in step.outputs:
+                names[b] = names.name_of(b)
+                contiguous[b] = program.buffers[b].view_of is None
+            em.line(f"# {label} {step.index}: {step.node.op}")
+            contexts.append(StepContext(src, program, step, names, contiguous, storage,
+                                        varying))
+        if isinstance(unit, Step):
+            producer = program.producer_in(unit.index)
+            if producer is not None:
+                contexts[0].producer = StepContext(src, program, producer, names, contiguous,
+                                                   storage)
+            emit(unit.node.op, contexts[0])
+        else:
+            em.line(f"# {label}s {unit.first}-{unit.last}: one loop over rows")
+            emit_row_group(unit, contexts)
+
+    for unit in program.units():
+        if isinstance(unit, Repeat):
+            for step in program.steps[unit.first + unit.period:unit.last_step + 1]:
+                for b in step.outputs:
+                    contiguous[b] = program.buffers[b].view_of is None
+            _emit_repeat(unit, program, src, names, emit_unit, label)
+        else:
+            emit_unit(unit)
+
+
+def _emit_repeat(rep: Repeat, program, src: ProgramSource, names: _Names, emit_unit,
+                 label: str = "step") -> None:
     """The scheduler's Repeat as one loop: its body's steps emitted once, each carried buffer
     a loop variable holding the outer buffer first and the body's output after."""
     em = src.emitter
     body = program.repeat_body(rep)
-    em.line(f"# steps {rep.first}-{rep.last_step}: {rep.count} iterations of steps "
+    em.line(f"# {label}s {rep.first}-{rep.last_step}: {rep.count} iterations of {label}s "
             f"{body[0].index}-{body[-1].index}")
     hidden = []
     for x, _ in rep.carried:
@@ -614,7 +734,7 @@ def _emit_repeat(rep: Repeat, program, src: ProgramSource, names: _Names, emit_u
         if b0 in names.scalars:
             names.scalars[last] = names.scalars[b0]
             if b0 in names.pending:
-                names.pending[last] = (f"b{last}", names.pending[b0][1])
+                names.pending[last] = (names.name_of(last), names.pending[b0][1])
         if dict.__contains__(names, b0):
             names[last] = names[b0]
 

@@ -60,6 +60,13 @@ class DimFacts:
             if form is not None and self.input_form(ra) is None:
                 self._input_form[ra] = form
 
+    def copy(self) -> DimFacts:
+        """Facts that start as these and learn on their own (a loop body's, which need not
+        hold after a loop that may run no iteration)."""
+        other = DimFacts(self._constants)
+        other._parent, other._input_form = dict(self._parent), dict(self._input_form)
+        return other
+
     def input_form(self, x: str) -> str | None:
         """A literal or an input's length (`in0.shape[1]`) known equal to `x`, else None: what
         the top of the function can compute before any step has run."""

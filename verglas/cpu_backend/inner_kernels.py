@@ -1,10 +1,16 @@
-"""CPU kernels of the inner-graph ops: OpFromGraph and Scan call the function generated once
-per distinct sub-program (see StepContext.sub_function); a Scan loop runs in compiled code."""
+"""CPU kernels of the inner-graph ops. An OpFromGraph calls the function generated once per
+distinct sub-program (see StepContext.sub_function). A Scan is one loop in the program's
+function with its body inline (StepContext.emit_body), as the step's Loop says
+(schedule/loops.py): 0-d states in locals, states computed straight into their rows,
+sequences read in place; no call, tuple or allocation per step."""
 
 from __future__ import annotations
 
-from verglas.cpu_backend.dtypes import np_dtype
-from verglas.cpu_backend.kernels import emit
+import numba
+
+from verglas.cpu_backend.dtypes import cast_expr, np_dtype
+from verglas.cpu_backend.intrinsics import c_row
+from verglas.cpu_backend.kernels import emit, register_helper
 from verglas.ops.op_from_graph import OpFromGraph
 from verglas.ops.scan.op import Scan
 
@@ -26,87 +32,253 @@ def _emit_op_from_graph(op, ctx) -> None:
         ctx.line(f"{ctx.out(j)} = {res}[{j}]")
 
 
-def _row(buf: str, index: str, row_ndim: int) -> str:
-    """Entry `index` of `buf` as an array of ndim `row_ndim` (a C view, also when 0-d)."""
-    if row_ndim == 0:
-        return f"{buf}[{index}:{index} + 1].reshape(())"
-    return f"{buf}[{index}]"
+@register_helper
+@numba.njit(cache=False, error_model="numpy")
+def rows_contiguous(a):
+    """Whether every a[i] is C-contiguous (dims of length 1 take any stride)."""
+    expected = a.itemsize
+    for d in range(a.ndim - 1, 0, -1):
+        if a.shape[d] != 1 and a.strides[d] != expected:
+            return False
+        expected *= a.shape[d]
+    return True
 
 
-@emit.register(Scan)
-def _emit_scan(op, ctx) -> None:
-    lay = op.layout
-    node = ctx.node
-    n_seqs, n_states = lay.n_seqs, lay.n_states
-    n = ctx.fresh("n")
-    ctx.line(f"{n} = np.int64({ctx.inp(0)}.item())")
-    ctx.line(f"if {n} < 0:")
+def _dims(name: str, first: int, ndim: int) -> list[str]:
+    return [f"{name}.shape[{d}]" for d in range(first, first + ndim)]
+
+
+def _sequence(ctx, j: int, n: str) -> tuple[str, bool]:
+    """(name of sequence j with C-contiguous rows, whether its rows are read with c_row)."""
+    op, x = ctx.op, ctx.inp(1 + j)
+    offs = op.layout.seq_offsets[j]
+    ctx.line(f"if {x}.shape[0] < {n} + {max(offs)}:")
     with ctx.indent():
-        ctx.raise_("ValueError", f"{op}: n_steps must be >= 0")
-    seqs = []
-    for j, offs in enumerate(lay.seq_offsets):
-        s = ctx.fresh("seq")
-        ctx.line(f"{s} = {_contiguous(ctx, 1 + j)}")
-        ctx.line(f"if {s}.shape[0] < {n} + {max(offs)}:")
-        with ctx.indent():
-            ctx.raise_("ValueError", f"{op}: sequence {j} is shorter than the steps need")
-        seqs.append(s)
-    lengths = lay.mit_sot_lengths + (1,) * lay.n_sit_sot
-    bufs = []
-    for q, (k, st) in enumerate(zip(lengths, op.state_types)):
+        ctx.raise_("ValueError", f"{op}: sequence {j} is shorter than the steps need")
+    if ctx.node.inputs[1 + j].ndim == 1 or ctx.is_contiguous(1 + j):
+        return x, False
+    # rows read in place, also from a view stepping backwards along axis 0 (a gradient's
+    # reversed sequences), unless they are not contiguous themselves: then one copy first
+    seq = ctx.fresh("seq")
+    ctx.line(f"{seq} = {x} if {ctx.helper('rows_c', rows_contiguous)}({x}) else "
+             f"np.ascontiguousarray({x})")
+    return seq, True
+
+
+class _State:
+    """Where one state's entries live while the loop runs: all of them (row = entry), a ring
+    of the last `rows` (the layout keeps only its last entries: row = entry % rows, `wr` the
+    row the step writes), or only in its registers (a 0-d state of which no more entries are
+    kept than its window holds)."""
+
+    def __init__(self, ctx, q: int, n: str):
+        op = ctx.op
+        lay, n_seqs = op.layout, op.layout.n_seqs
+        self.q, self.st = q, op.state_types[q]
+        self.k = k = (lay.mit_sot_lengths + (1,) * lay.n_sit_sot)[q]
+        self.kept = kept = lay.kept(q)
         init = ctx.inp(1 + n_seqs + q)
-        buf = ctx.fresh("buf")
-        if q < lay.n_mit_sot:
+        mit = q < lay.n_mit_sot
+        if mit:
             ctx.line(f"if {init}.shape[0] != {k}:")
             with ctx.indent():
                 ctx.raise_("ValueError", f"{op}: mit-sot initial value {q} needs a leading "
                                          f"length of {k}")
-            ctx.line(f"{buf} = np.empty(({k} + {n},) + {init}.shape[1:], {np_dtype(st.dtype)})")
-            ctx.line(f"{buf}[:{k}] = {init}")
+        self.dims = _dims(init, 1 if mit else 0, self.st.ndim)
+        self.window = None
+        if q in ctx.step.loop.registers:  # window[i]: the state's value i + 1 steps back
+            self.window = [ctx.fresh("c") for _ in range(k)]
+            for i, c in enumerate(self.window):
+                value = f"{init}[{k - 1 - i}]" if mit else (ctx.scalar(1 + n_seqs + q)
+                                                            or f"{init}[()]")
+                ctx.line(f"{c} = {cast_expr(value, self.st.dtype, ctx.src)}")
+        self.rows = self.wr = None
+        ring = dict(ctx.step.loop.rings).get(q)
+        if kept is None:
+            self.buf = ctx.alloc(q, _shape([f"{k} + {n}", *self.dims]))
+        elif ring is None:  # (a window holding every entry kept)
+            self.buf = None
+            return
         else:
-            ctx.line(f"{buf} = np.empty((1 + {n},) + {init}.shape, {np_dtype(st.dtype)})")
-            ctx.line(f"{buf}[0] = {init}.item()" if st.ndim == 0 else f"{buf}[0] = {init}")
-        bufs.append(buf)
-    non_seqs = [_contiguous(ctx, 1 + n_seqs + n_states + i) for i in range(lay.n_non_seqs)]
+            self.rows = ctx.fresh("nr")
+            ctx.line(f"{self.rows} = min({ring}, {k} + {n})")
+            self.buf = ctx.scratch(_shape([self.rows, *self.dims]), self.st.dtype)
+            self.wr = ctx.fresh("wr")
+            ctx.line(f"{self.wr} = {k} % {self.rows}")
+        for e in range(k):  # the initial entries (a ring keeps the last that fit)
+            value = (self.window[k - 1 - e] if self.window is not None
+                     else f"{init}[{e}]" if mit else init)
+            ctx.line(f"{self.entry(e)} = {value}")
+
+    def entry(self, e) -> str:
+        """The row holding entry `e` (before the loop)."""
+        return f"{self.buf}[{e}]" if self.rows is None else f"{self.buf}[{e} % {self.rows}]"
+
+    def row(self, ctx, tap: int, t: str) -> str:
+        """The row step `t` reads at `tap` (tap 0: the one it writes)."""
+        if self.rows is None:
+            return f"{self.buf}[{self.k + tap} + {t}]"
+        if tap == 0:
+            return f"{self.buf}[{self.wr}]"
+        r = ctx.fresh("rt")
+        ctx.line(f"{r} = {self.wr} - {-tap}")
+        ctx.line(f"if {r} < 0:")
+        with ctx.indent():
+            ctx.line(f"{r} += {self.rows}")
+        return f"{self.buf}[{r}]"
+
+    def advance(self, ctx) -> None:
+        """After a step: the ring's next row."""
+        if self.wr is not None:
+            ctx.line(f"{self.wr} += 1")
+            ctx.line(f"if {self.wr} == {self.rows}:")
+            with ctx.indent():
+                ctx.line(f"{self.wr} = 0")
+
+    def finish(self, ctx, n: str) -> None:
+        """The output: the whole buffer, or its last `kept` entries in order."""
+        if self.kept is None:
+            return
+        if self.buf is None:  # the last entries are the window's
+            out = ctx.alloc(self.q, f"({self.kept}, )")
+            for j in range(self.kept):
+                ctx.line(f"{out}[{j}] = {self.window[self.kept - 1 - j]}")
+            return
+        m = ctx.fresh("nk")
+        ctx.line(f"{m} = min({self.kept}, {self.k} + {n})")
+        out = ctx.alloc(self.q, _shape([m, *self.dims]))
+        _rotate(ctx, out, self.buf, m, f"{self.wr} - {m}", self.rows)
+
+
+def _shape(dims) -> str:
+    return "(" + "".join(f"{d}, " for d in dims) + ")"
+
+
+def _rotate(ctx, out: str, ring: str, count: str, start: str, rows: str) -> None:
+    """out[j] = ring[(start + j) mod rows] for j < count (start >= -rows)."""
+    j, r = ctx.fresh("j"), ctx.fresh("rt")
+    ctx.line(f"for {j} in range({count}):")
+    with ctx.indent():
+        ctx.line(f"{r} = {start} + {j}")
+        ctx.line(f"if {r} < 0:")
+        with ctx.indent():
+            ctx.line(f"{r} += {rows}")
+        ctx.line(f"elif {r} >= {rows}:")
+        with ctx.indent():
+            ctx.line(f"{r} -= {rows}")
+        ctx.line(f"{out}[{j}] = {ring}[{r}]")
+
+
+@emit.register(Scan)
+def _emit_scan(op, ctx) -> None:
+    lay, node, loop, body = op.layout, ctx.node, ctx.step.loop, ctx.step.sub_program
+    n_seqs, n_states = lay.n_seqs, lay.n_states
+    n = ctx.fresh("n")
+    ctx.line(f"{n} = np.int64({ctx.scalar(0) or ctx.inp(0) + '[()]'})")
+    ctx.line(f"if {n} < 0:")
+    with ctx.indent():
+        ctx.raise_("ValueError", f"{op}: n_steps must be >= 0")
+    seqs = [_sequence(ctx, j, n) for j in range(n_seqs)]
+    states = [_State(ctx, q, n) for q in range(n_states)]
+    non_seqs = []
+    for w in range(lay.n_non_seqs):
+        i = 1 + n_seqs + n_states + w
+        if node.inputs[i].ndim == 0:
+            h = ctx.fresh("h")
+            ctx.line(f"{h} = {ctx.scalar(i) or ctx.inp(i) + '[()]'}")
+            non_seqs.append(("scalar", h))
+        else:
+            name = _contiguous(ctx, i)
+            if name != ctx.inp(i):
+                x = ctx.fresh("ns")
+                ctx.line(f"{x} = {name}")
+                name = x
+            non_seqs.append(("array", name, "C", _dims(name, 0, node.inputs[i].ndim)))
     nit_types = op.inner_output_types[n_states:]
-    traces = []
-    for t in nit_types:
+    traces = []  # (trace, its ring's next row or None)
+    for i, t in enumerate(nit_types):
         tr = ctx.fresh("tr")
         empty = "".join(f"{0 if s is None else s}, " for s in t.shape)
         ctx.line(f"{tr} = np.empty((0, {empty}), {np_dtype(t.dtype)})")
-        traces.append(tr)
-    fn = ctx.sub_function(ctx.step.sub_program)
+        wi = None
+        if lay.kept(n_states + i) is not None:
+            wi = ctx.fresh("wi")
+            ctx.line(f"{wi} = 0")
+        traces.append((tr, wi))
     step = ctx.fresh("t")
-    ctx.line(f"for {step} in range({n}):")
-    with ctx.indent():
-        args = []
-        for s, offs, j in zip(seqs, lay.seq_offsets, range(n_seqs)):
+    with ctx.loop(step, n):
+        inputs = []
+        for j, ((x, by_row), offs) in enumerate(zip(seqs, lay.seq_offsets)):
             row_ndim = node.inputs[1 + j].ndim - 1
-            args += [_row(s, f"{step} + {o}", row_ndim) for o in offs]
-        for buf, k, taps, st in zip(bufs, lengths, lay.state_taps, op.state_types):
-            args += [_row(buf, f"{k + tap} + {step}", st.ndim) for tap in taps]
-        args += non_seqs
-        res = ctx.fresh("r")
-        ctx.line(f"{res} = {fn}({', '.join(args)})")
-        for q, (buf, k, st) in enumerate(zip(bufs, lengths, op.state_types)):
-            v = ctx.fresh("v")
-            ctx.line(f"{v} = {res}[{q}]")
-            ctx.line(f"if {v}.shape != {buf}.shape[1:]:")
-            with ctx.indent():
-                ctx.raise_("ValueError", f"{op}: a step gave state output {q} a shape other "
-                                         f"than its previous value's")
-            target = f"{buf}[{k} + {step}]"
-            ctx.line(f"{target} = {v}.item()" if st.ndim == 0 else f"{target} = {v}")
-        for i, (tr, t) in enumerate(zip(traces, nit_types)):
-            v = ctx.fresh("v")
-            ctx.line(f"{v} = {res}[{n_states + i}]")
+            for o in offs:
+                if row_ndim == 0:
+                    inputs.append(("scalar", f"{x}[{step} + {o}]"))
+                    continue
+                r = ctx.fresh("row")
+                at = f"{step} + {o}"
+                ctx.line(f"{r} = {ctx.helper('c_row', c_row)}({x}, {at})" if by_row
+                         else f"{r} = {x}[{at}]")
+                inputs.append(("array", r, "C", _dims(x, 1, row_ndim)))
+        for state, taps in zip(states, lay.state_taps):
+            for tap in taps:
+                if state.window is not None:
+                    inputs.append(("scalar", state.window[-tap - 1]))
+                    continue
+                r = ctx.fresh("row")
+                ctx.line(f"{r} = {state.row(ctx, tap, step)}")
+                inputs.append(("array", r, "C", _dims(state.buf, 1, state.st.ndim)))
+        inputs += non_seqs
+        destinations = {q: (states[q].row(ctx, 0, step),
+                            f"{op}: a step gave state output {q} a shape other than its "
+                            f"previous value's") for q in loop.direct}
+        results, directed = ctx.emit_body(body, inputs, destinations)
+        for state in states:
+            kind, value = results[state.q]
+            if state.window is not None:
+                window, new = state.window, ctx.fresh("c")
+                ctx.line(f"{new} = " + cast_expr(value if kind == "scalar" else f"{value}[()]",
+                                                 state.st.dtype, ctx.src))
+                if state.buf is not None:
+                    ctx.line(f"{state.row(ctx, 0, step)} = {new}")
+                for i in range(len(window) - 1, 0, -1):
+                    ctx.line(f"{window[i]} = {window[i - 1]}")
+                ctx.line(f"{window[0]} = {new}")
+            elif state.q not in directed:
+                ctx.line(f"if {value}.shape != {state.buf}.shape[1:]:")
+                with ctx.indent():
+                    ctx.raise_("ValueError", f"{op}: a step gave state output {state.q} a "
+                                             f"shape other than its previous value's")
+                ctx.line(f"{state.row(ctx, 0, step)} = {value}")
+            state.advance(ctx)
+        for i, ((tr, wi), t) in enumerate(zip(traces, nit_types)):
+            kind, value = results[n_states + i]
+            kept = lay.kept(n_states + i)
+            length = n if kept is None else f"min({kept}, {n})"
+            at = step if wi is None else wi
+            shape = f"({length},)" + ("" if kind == "scalar" else f" + {value}.shape")
             ctx.line(f"if {step} == 0:")
             with ctx.indent():
-                ctx.line(f"{tr} = np.empty(({n},) + {v}.shape, {np_dtype(t.dtype)})")
-            ctx.line(f"elif {v}.shape != {tr}.shape[1:]:")
-            with ctx.indent():
-                ctx.raise_("ValueError", f"{op}: a step gave nit-sot output {i} a shape other "
-                                         f"than earlier steps'")
-            ctx.line(f"{tr}[{step}] = {v}.item()" if t.ndim == 0 else f"{tr}[{step}] = {v}")
-    for j, name in enumerate(bufs + traces):
-        ctx.line(f"{ctx.out(j)} = {name}")
+                ctx.line(f"{tr} = np.empty({shape}, {np_dtype(t.dtype)})")
+            if kind == "scalar":
+                ctx.line(f"{tr}[{at}] = {value}")
+            else:
+                ctx.line(f"elif {value}.shape != {tr}.shape[1:]:")
+                with ctx.indent():
+                    ctx.raise_("ValueError", f"{op}: a step gave nit-sot output {i} a shape "
+                                             f"other than earlier steps'")
+                ctx.line(f"{tr}[{at}] = {value}" if t.ndim else f"{tr}[{at}] = {value}[()]")
+            if wi is not None:
+                ctx.line(f"{wi} += 1")
+                ctx.line(f"if {wi} == {tr}.shape[0]:")
+                with ctx.indent():
+                    ctx.line(f"{wi} = 0")
+    for state in states:
+        state.finish(ctx, n)
+    for j, (tr, wi) in enumerate(traces):
+        if wi is None:
+            ctx.line(f"{ctx.out(n_states + j)} = {tr}")
+            continue
+        out = ctx.fresh("tk")
+        ctx.line(f"{out} = np.empty_like({tr})")
+        _rotate(ctx, out, tr, f"{tr}.shape[0]", wi, f"{tr}.shape[0]")
+        ctx.line(f"{ctx.out(n_states + j)} = {out}")

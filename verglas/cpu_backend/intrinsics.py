@@ -25,7 +25,7 @@ try:  # numba's own lowering of np.empty's body (numba.np.arrayobj, stable for y
 except ImportError:  # pragma: no cover - then programs call np.empty
     _empty_nd_impl = _parse_shape = None
 
-__all__ = ["c_view", "empty_c", "scalars_at", "reshaped", "empty_expr", "zero_d", "ws_take",
+__all__ = ["c_view", "c_row", "empty_c", "scalars_at", "reshaped", "empty_expr", "zero_d", "ws_take",
            "ws_add", "ws_reserve", "ws_carve", "float_to_int", "WORKSPACE_TOO_BIG",
            "WORKSPACE_ALIGN"]
 
@@ -77,6 +77,40 @@ def c_view(typingctx, arr, shape):
         return result
 
     return sig, codegen
+
+
+@intrinsic
+def c_row(typingctx, arr, index):
+    """`arr[index]` as a C-contiguous array (a row of a sequence read in place by a loop, also
+    where `arr` steps backwards along axis 0); the caller guarantees that the rows are
+    C-contiguous and `index` is in bounds."""
+    if not (isinstance(arr, types.Array) and arr.ndim >= 2 and isinstance(index, types.Integer)):
+        return None
+    ret = types.Array(arr.dtype, arr.ndim - 1, "C")
+
+    def codegen(context, builder, sig, args):
+        src = context.make_array(arr)(context, builder, args[0])
+        intp = context.get_value_type(types.intp)
+        at = context.cast(builder, args[1], index, types.intp)
+        shape = cgutils.unpack_tuple(builder, src.shape, arr.ndim)[1:]
+        stride0 = cgutils.unpack_tuple(builder, src.strides, arr.ndim)[0]
+        byte = builder.gep(builder.bitcast(src.data, llvm_ir.IntType(8).as_pointer()),
+                           [builder.mul(at, stride0)])
+        strides, step = [], src.itemsize
+        for d in reversed(shape):
+            strides.append(step)
+            step = builder.mul(step, d)
+        out = context.make_array(ret)(context, builder)
+        context.populate_array(out, data=builder.bitcast(byte, src.data.type),
+                               shape=cgutils.pack_array(builder, shape, ty=intp),
+                               strides=cgutils.pack_array(builder, strides[::-1], ty=intp),
+                               itemsize=src.itemsize, meminfo=src.meminfo,
+                               parent=cgutils.get_null_value(src.parent.type))
+        result = out._getvalue()
+        context.nrt.incref(builder, ret, result)
+        return result
+
+    return ret(arr, index), codegen
 
 
 @intrinsic

@@ -18,7 +18,7 @@ import numpy as np
 
 from verglas.cpu_backend.dtypes import cast_expr, half_round, storage_dtype
 from verglas.cpu_backend.dtypes import literal as source_literal
-from verglas.cpu_backend.intrinsics import (c_view, empty_c, empty_expr, float_to_int,
+from verglas.cpu_backend.intrinsics import (c_row, c_view, empty_c, empty_expr, float_to_int,
                                             prefer_wide_vectors, reshaped, scalars_at, ws_add,
                                             ws_carve, ws_reserve, ws_take)
 from verglas.cpu_backend.vmath import FASTMATH, VMATH
@@ -44,7 +44,7 @@ _SCALAR_REFS: dict = {}  # id(jitted scalar impl) -> ("scalar", op name, dtype)
 
 
 # intrinsics generated code calls, found again by name
-HELPER_REFS.update(scalars_at=scalars_at, c_view=c_view, empty_c=empty_c, ws_take=ws_take,
+HELPER_REFS.update(scalars_at=scalars_at, c_view=c_view, c_row=c_row, empty_c=empty_c, ws_take=ws_take,
                    ws_add=ws_add, ws_reserve=ws_reserve, ws_carve=ws_carve,
                    prefer_wide_vectors=prefer_wide_vectors, half_round=half_round,
                    float_to_int=float_to_int)
@@ -325,6 +325,10 @@ class EmitContext(source.EmitContext):
     def helper(self, prefix: str, fn) -> str:
         return self.src.add_global(prefix, fn)
 
+    def keeps_scalars(self) -> bool:
+        """Whether 0-d elementwise results stay scalar locals rather than arrays."""
+        return False
+
 
 class KernelContext(EmitContext):
     """A step's emitter writing the body of a shared kernel function (one per distinct op and
@@ -498,7 +502,9 @@ def _input_uses(sop, n: int) -> list[int]:
     return [uses[v] for v in inner.inputs]
 
 
-def _elemwise_body(ctx, op, scalars, index_of, out_index, loops=None):
+def _elemwise_body(ctx, op, scalars, index_of, out_index, loops=None, cast=False):
+    """Assign each output's scalar expression to its `out_index` target (converted to the
+    output's dtype when `cast`: a local rather than an array element)."""
     node = ctx.node
     args = [scalars[i] if i in scalars else index_of(i) for i in range(len(node.inputs))]
     block = loops.block if loops is not None else None
@@ -511,8 +517,8 @@ def _elemwise_body(ctx, op, scalars, index_of, out_index, loops=None):
             args[i] = x
     results = scalar_expr(ctx, op.scalar_op, args, [v.type.dtype for v in node.inputs],
                           [o.type.dtype for o in node.outputs], loops)
-    for res, target in zip(results, out_index):
-        ctx.line(f"{target} = {res}")
+    for res, target, out in zip(results, out_index, node.outputs):
+        ctx.line(f"{target} = {cast_expr(res, out.type.dtype, ctx.src) if cast else res}")
 
 
 def _proven_dims(ctx, arrays, modes) -> list[str]:
@@ -556,6 +562,13 @@ def _emit_elemwise_proven(op, ctx, arrays, scalars, modes, dims=None, loops=None
     if dims is None:
         dims = _proven_dims(ctx, arrays, modes)
     shape = "(" + "".join(f"{d}, " for d in dims) + ")"
+    if ndim == 0 and ctx.keeps_scalars():  # (a loop body: no array per step)
+        values = [ctx.fresh("e") for _ in node.outputs]
+        _elemwise_body(ctx, op, scalars, lambda i: f"{names[i]}[()]", values, loops,
+                       cast=True)
+        for j, value in enumerate(values):
+            ctx.set_scalar(j, value)
+        return
     outs = [ctx.alloc(j, shape) for j in range(len(node.outputs))]
     if ndim == 0:
         _elemwise_body(ctx, op, scalars, lambda i: f"{names[i]}[()]",

@@ -25,3 +25,4 @@ from verglas.rewrite import kernel_sharing  # noqa: E402, F401  (after fusion: s
 from verglas.rewrite import inplace  # noqa: E402, F401
 from verglas.rewrite import inner_graphs  # noqa: E402, F401
 from verglas.rewrite import scan  # noqa: E402, F401
+from verglas.rewrite import scan_loops  # noqa: E402, F401

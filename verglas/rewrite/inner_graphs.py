@@ -2,11 +2,13 @@
 
 `optimize_inner_graphs` (phase "optimize_inner_graphs") rewrites the inner graph of every
 distinct inner-graph op with the outer mode, every rule included (the stabilizing ones too:
-an expression's numerics do not depend on whether it sits in a loop body). Inplace stays:
-the inner graph's inputs are protected like any graph's inputs, and a body with inplace nodes
-is frozen with `dedup_nodes=False`. Inner graphs are immutable values, so the result is a NEW
-op; every node applying the old op is moved onto it, and an op used N times is optimized once.
-Nested inner graphs are reached through the inner pipeline, which runs this rewrite again.
+an expression's numerics do not depend on whether it sits in a loop body) but inplace: the
+scan phase's loop rewrites come next and rebuild bodies. `inner_graphs_inplace` (phase
+"inplace") then does inplace inside every inner graph: its inputs are protected like any
+graph's inputs, and a body with inplace nodes is frozen with `dedup_nodes=False`. Inner
+graphs are immutable values, so each result is a NEW op; every node applying the old op is
+moved onto it, and an op used N times is rewritten once. Nested inner graphs are reached
+through the inner pipeline, which runs these rewrites again.
 
 `inline_op_from_graph` (phase "canonicalize") replaces a node of an OpFromGraph built with
 `inline=True` by its inner graph rebuilt on the node's inputs.
@@ -20,12 +22,12 @@ from verglas.graph import InconsistencyError
 from verglas.ops.op_from_graph import OpFromGraph, inline_ofg
 from verglas.ops.scan import Scan
 from verglas.rewrite.engine import GraphRewriter, node_rewriter
-from verglas.rewrite.pipeline import build_pipeline
+from verglas.rewrite.pipeline import PHASES, build_pipeline
 from verglas.rewrite.registry import Mode, get_mode, register
 from verglas.rewrite.trace import Tracer
 
-__all__ = ["InnerGraphOptimizer", "inline_op_from_graph", "optimize_inner_graphs",
-           "optimized_op"]
+__all__ = ["InnerGraphOptimizer", "InnerGraphsInplace", "inline_op_from_graph",
+           "inner_graphs_inplace", "optimize_inner_graphs", "optimized_op"]
 
 def optimized_op(op, mode: Mode, tracer: Tracer | None = None):
     """`op` (an OpFromGraph or Scan) with its inner graph rewritten by `mode`'s pipeline: a new
@@ -45,14 +47,16 @@ def optimized_op(op, mode: Mode, tracer: Tracer | None = None):
     return op.replace(fgraph=frozen)
 
 
-class InnerGraphOptimizer(GraphRewriter):
-    """Moves every OpFromGraph / Scan node onto a new op whose inner graph is optimized."""
+class _EachInnerOp(GraphRewriter):
+    """Moves every OpFromGraph / Scan node onto `optimized_op(op, self.mode_of(mode))`, one
+    call per distinct op."""
 
-    name = "optimize_inner_graphs"
+    def mode_of(self, mode: Mode) -> Mode:
+        raise NotImplementedError
 
     def apply(self, fgraph, run):
         tracer = run.tracer
-        mode = tracer.mode or get_mode("fast_run")
+        mode = self.mode_of(tracer.mode or get_mode("fast_run"))
         replace = getattr(fgraph, "replace_all_validate", None) or fgraph.replace_all
         done: dict = {}  # old op -> new op: one optimization per distinct op
         t0 = time.perf_counter()
@@ -79,8 +83,30 @@ class InnerGraphOptimizer(GraphRewriter):
             tracer.profile.record(self.name, time.perf_counter() - t0, fired)
 
 
+class InnerGraphOptimizer(_EachInnerOp):
+    """Moves every OpFromGraph / Scan node onto a new op whose inner graph is optimized (all
+    but inplace: the loop rewrites of the scan phase rebuild bodies after this, and inplace
+    comes last, `inner_graphs_inplace`)."""
+
+    name = "optimize_inner_graphs"
+
+    def mode_of(self, mode: Mode) -> Mode:
+        return mode.excluding("inplace")
+
+
+class InnerGraphsInplace(_EachInnerOp):
+    """Inplace in every inner graph, as in the outer one (the graph's inputs protected), baked
+    into a new op frozen with `dedup_nodes=False`."""
+
+    name = "inner_graphs_inplace"
+
+    def mode_of(self, mode: Mode) -> Mode:
+        return mode.excluding(*(p.name for p in PHASES if p.name != "inplace"))
+
+
 optimize_inner_graphs = register(InnerGraphOptimizer(), phase="optimize_inner_graphs",
                                  tags=("fast_run", "fast_compile"))
+inner_graphs_inplace = register(InnerGraphsInplace(), phase="inplace", tags=("fast_run",))
 
 
 @register(phase="canonicalize", tags=("fast_run", "fast_compile"))

@@ -40,10 +40,12 @@ PHASES: tuple[Phase, ...] = (
     Phase("canonicalize", "equilibrium"),     # algebra to one normal form: x*1 -> x, --x -> x
     Phase("shape", "equilibrium"),            # shapes from input shapes; no-op reshapes dropped
     Phase("specialize", "equilibrium"),       # cheaper special cases: x**2 -> x*x
-    Phase("fusion", "once"),                  # elementwise chains into one Composite
-    Phase("scan", "equilibrium"),             # unused scan outputs, loop invariants hoisted
     Phase("optimize_inner_graphs", "once"),   # each inner graph once with this mode: new ops
+    Phase("scan", "equilibrium"),             # loop rewrites on those bodies: unused outputs,
+    #                                           invariants and products pushed out, last kept
+    Phase("fusion", "once"),                  # elementwise chains into one Composite
     Phase("inplace", "once"),                 # outputs overwrite dead inputs, destroy-validated
+    #                                           (inner graphs too, baked into new ops)
 )  # then compile() freezes the graph
 
 register(merge, phase="merge", tags=("fast_run", "fast_compile"))

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from verglas.graph import Constant, Feature, TensorType, Variable
 from verglas.ops import scalar as s
+from verglas.ops.scalar import Eq, Switch
 from verglas.ops.basic import DimShuffle, MakeVector, Shape, ShapeI, constant
-from verglas.ops.elemwise import Elemwise, SumToShape
+from verglas.ops.elemwise import Elemwise, SumToShape, elemwise
 from verglas.ops.indexing import Subtensor
 from verglas.ops.linalg import MatMul
 from verglas.ops.math import cast
@@ -56,9 +57,14 @@ class ShapeDims(Feature):
         a, b = self.find(a), self.find(b)
         if a == b or _is_val(a) or _is_val(b) or (isinstance(a, int) and isinstance(b, int)):
             return
-        if isinstance(b, int) or (not isinstance(a, int) and b[1].owner is None):
+        if isinstance(b, int) or (not isinstance(a, int) and _of_input(b)):
             a, b = b, a  # keep ints, then graph inputs, as representatives
         self.parent[b] = a
+
+
+def _of_input(dim) -> bool:
+    """Whether `dim` is an axis of a graph input."""
+    return dim[0] == "of" and dim[1].owner is None
 
 
 def _feature(fgraph) -> ShapeDims:
@@ -174,8 +180,14 @@ def _compute(var: Variable, memo, feature: ShapeDims) -> tuple:
             if d is not None:
                 out.append(d)
                 continue
-            found = {feature.find(memo[i][a]) for i in inputs if i.type.shape[a] != 1}
-            out.append(found.pop() if len(found) == 1 else fresh[a])
+            found = list(dict.fromkeys(feature.find(memo[i][a]) for i in inputs
+                                       if i.type.shape[a] != 1))
+            if len(found) == 1:
+                out.append(found[0])
+            elif found and not any(_is_val(d) for d in found):
+                out.append(("bcast", tuple(found)))  # numpy's broadcast of those lengths
+            else:
+                out.append(fresh[a])
         return tuple(out)
     if isinstance(op, DimShuffle):
         src = memo[inputs[0]]
@@ -238,14 +250,34 @@ def _is_val(dim) -> bool:
     return isinstance(dim, tuple) and dim[0] == "val"
 
 
+def _length(fgraph, x, axis: int):
+    """A 0-d int64 variable for the length of `x`'s axis (None: none better than reading
+    it). A broadcast length is computed from its parts only where that frees `x`."""
+    dim = dims_of(fgraph, x)[axis]
+    if isinstance(dim, tuple) and dim[0] == "bcast" and not _read_for_shape_only(fgraph, x):
+        return ShapeI(axis)(x)  # x is computed anyway: its length is known where it is
+    return _dim_variable(fgraph, dim)
+
+
 def _dim_variable(fgraph, dim):
     """A 0-d int64 variable for `dim` (None for unknown values and for variables the graph
-    no longer holds: reading their shape would bring them back)."""
+    no longer holds: reading their shape would bring them back). A broadcast of lengths is
+    computed from them as Elemwise.infer_shape does, so reading an elementwise result's
+    length does not keep the inputs' producers alive (a matmul a gradient only needs the
+    shape of)."""
     if isinstance(dim, int):
         return constant(dim, _INT)
     if dim[0] == "of" and dim[1] in fgraph.variables:
         _, var, axis = dim
         return ShapeI(axis)(var)
+    if dim[0] == "bcast":
+        parts = [_dim_variable(fgraph, d) for d in dim[1]]
+        if any(p is None for p in parts):
+            return None
+        length = parts[0]
+        for other in parts[1:]:
+            length = elemwise(Switch(), elemwise(Eq(), other, 1), length, other)
+        return length
     return None
 
 
@@ -256,7 +288,7 @@ _rule = phase_rule("shape", TAGS)
 def shape_to_vector(fgraph, node):
     """shape(x) -> a constant (static shape) or make_vector(shape_i(x, 0), ...)."""
     (x,) = node.inputs
-    entries = [_dim_variable(fgraph, d) for d in dims_of(fgraph, x)]
+    entries = [_length(fgraph, x, a) for a in range(x.ndim)]
     if any(e is None for e in entries):
         return None
     if all(isinstance(e, Constant) for e in entries):
@@ -282,7 +314,7 @@ def shape_subtensor(fgraph, node):
     x = vec.owner.inputs[0]
     if not -x.ndim <= i < x.ndim:
         return None
-    new = _dim_variable(fgraph, dims_of(fgraph, x)[i % x.ndim])
+    new = _length(fgraph, x, i % x.ndim)
     return None if new is None else first(same_as(node.outputs[0], new))
 
 
@@ -309,8 +341,17 @@ def shape_i_from_dims(fgraph, node):
     dim = dims_of(fgraph, x)[node.op.i]
     if isinstance(dim, tuple) and dim[0] == "of" and dim[1] is x:
         return None
+    if isinstance(dim, tuple) and dim[0] == "bcast" and not _read_for_shape_only(fgraph, x):
+        return None  # x is computed anyway: its length is known where it is (no new check)
     new = _dim_variable(fgraph, dim)
     return None if new is None else first(same_as(node.outputs[0], new))
+
+
+def _read_for_shape_only(fgraph, x) -> bool:
+    """Whether every client of `x` reads only its shape (computing the length another way
+    then frees it: a forward value a gradient kept alive for its length alone)."""
+    return all(client != "output" and client.op.reads_shape_only
+               for client, _ in fgraph.clients.get(x, ()))
 
 
 def _provably_equal(a, b) -> bool:

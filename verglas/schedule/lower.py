@@ -6,7 +6,9 @@ from verglas.graph.basic import Constant
 from verglas.ops.basic import DimShuffle
 from verglas.ops.elemwise import Elemwise
 from verglas.ops.indexing import Subtensor
+from verglas.ops.scan import Scan
 from verglas.schedule.liveness import liveness
+from verglas.schedule.loops import body_input_names, plan_loop
 from verglas.schedule.memory import plan_memory
 from verglas.schedule.reduce_maps import reduce_maps
 from verglas.schedule.program import Buffer, Program, Step
@@ -57,8 +59,10 @@ def lower(graph, input_names=(), _cache=None) -> Program:
         if inner is not None:
             sub = cache.get(node.op)
             if sub is None:
-                sub = cache[node.op] = lower(inner, (), cache)
-        steps.append(Step(len(steps), node, tuple(in_ids), tuple(out_ids), sub, tuple(element)))
+                names = body_input_names(node.op.layout) if isinstance(node.op, Scan) else ()
+                sub = cache[node.op] = lower(inner, names, cache)
+        steps.append(Step(len(steps), node, tuple(in_ids), tuple(out_ids), sub, tuple(element),
+                          plan_loop(node.op, sub) if sub is not None else None))
     for var in graph.outputs:
         if var not in index:  # an output that is a constant
             add(var, "constant")

@@ -13,6 +13,7 @@ import numpy as np
 
 from verglas.ops.elemwise import Elemwise
 from verglas.ops.reduce import Reduce
+from verglas.schedule.loops import Loop
 from verglas.schedule.repeats import Repeat
 
 __all__ = ["Buffer", "Step", "Program", "is_metadata_step", "is_inline_step", "SHARE_MIN_USES"]
@@ -64,6 +65,7 @@ class Step:
     # (input position, index): the step reads one element of buffer inputs[position] at
     # those constant indices (an a[3] folded into the elementwise step that reads it)
     element_reads: tuple = ()
+    loop: Loop | None = None  # a Scan step: how its loop runs (loops.py)
 
     def element_index(self, i: int) -> tuple | None:
         """The constant index input `i` reads one element at, or None (it reads a buffer)."""
@@ -158,7 +160,20 @@ class Program:
                                  f"depends on input values")
             nbytes = int(np.prod(shape, dtype=np.int64)) * buf.itemsize
             slot_bytes[slot] = max(slot_bytes.get(slot, 0), nbytes)
-        return sum(slot_bytes.values())
+        return sum(slot_bytes.values()) + self._ring_bytes(shapes)
+
+    def _ring_bytes(self, shapes) -> int:
+        """The rings loops write their kept outputs' entries into (loops.py), at most."""
+        total = 0
+        for step in self.steps:
+            for o, rows in (step.loop.rings if step.loop is not None else ()):
+                shape = shapes[step.outputs[o]]
+                if shape is None:
+                    raise ValueError(f"peak_bytes: the shape of buffer b{step.outputs[o]} "
+                                     f"depends on input values")
+                row = int(np.prod(shape[1:], dtype=np.int64))
+                total += rows * row * self.buffers[step.outputs[o]].itemsize
+        return total
 
     def units(self):
         """What runs, in order: each step, a row group's members as one RowGroup, a repeated
@@ -219,6 +234,8 @@ class Program:
         for unit in self.units():
             if isinstance(unit, Step):
                 lines.append(f"  {unit.index:3d}  {self._step_str(unit)}")
+                if unit.loop is not None:
+                    lines.extend(self._loop_lines(unit))
                 continue
             if isinstance(unit, Repeat):
                 body = self.repeat_body(unit)
@@ -251,6 +268,17 @@ class Program:
         for k, (op, n) in enumerate(self._shared.items()):
             lines.append(f"  k{k}   one kernel for the {n} steps of {op}")
         return "\n".join(lines)
+
+    def _loop_lines(self, step: Step) -> list[str]:
+        """A Scan step's loop: its decisions (loops.py), then its body's steps, indented."""
+        op, loop = step.node.op, step.loop
+        names = [self.buffer_str(b) for b in step.outputs[:op.layout.n_states]]
+        lines = [f"       one loop of {self.buffer_str(step.inputs[0])} steps, the body inline"
+                 + "".join(f"; {d}" for d in loop.describe(names)) + ":"]
+        body = str(step.sub_program).split("\n")[1:]
+        lines.extend(f"       | {line.strip() if line.startswith('  in ') else line[2:]}"
+                     for line in body)
+        return lines
 
     def _read_later(self, repeat: Repeat) -> set[int]:
         """Buffers of `repeat`'s last block that later steps or the outputs read."""

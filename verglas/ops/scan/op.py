@@ -44,6 +44,13 @@ class ScanLayout(NamedTuple):
     n_sit_sot: int = 0
     n_nit_sot: int = 0
     n_non_seqs: int = 0
+    # per outer output, how many of its last entries it holds (None: all); () keeps all of
+    # every output (see `kept`; the scan_save_mem rewrite sets it)
+    keep: tuple[int | None, ...] = ()
+
+    def kept(self, o: int) -> int | None:
+        """How many of outer output `o`'s last entries it holds (None: all of them)."""
+        return self.keep[o] if self.keep else None
 
     @property
     def n_seqs(self) -> int:
@@ -100,11 +107,25 @@ class ScanLayout(NamedTuple):
                 raise ValueError(f"ScanLayout: mit-sot taps {taps} must be distinct and < 0")
         if min(self.n_sit_sot, self.n_nit_sot, self.n_non_seqs) < 0:
             raise ValueError("ScanLayout: negative count")
+        if self.keep and (len(self.keep) != self.n_outputs or any(
+                m is not None and (not isinstance(m, int) or m < 1) for m in self.keep)):
+            raise ValueError(f"ScanLayout: keep {self.keep} must give None or a positive int "
+                             f"per output ({self.n_outputs})")
 
 
 def _shape_str(shape) -> str:
     inner = ", ".join("?" if s is None else str(s) for s in shape)
     return f"({inner},)" if len(shape) == 1 else f"({inner})"
+
+
+def _kept_length(full: int | None, kept: int | None, floor: int) -> int | None:
+    """The static leading length of an output of `full` entries (None: unknown) holding its
+    last `kept` (None: all), where `full` is at least `floor` whatever the steps."""
+    if kept is None:
+        return full
+    if full is not None:
+        return min(full, kept)
+    return kept if kept <= floor else None
 
 
 class Scan(Op):
@@ -171,6 +192,9 @@ class Scan(Op):
         for name in ("n_sit_sot", "n_nit_sot", "n_non_seqs"):
             if getattr(lay, name):
                 parts.append(f"{name[2:]}={getattr(lay, name)}")
+        if lay.keep:
+            parts.append("keep=[" + ", ".join("all" if m is None else str(m)
+                                              for m in lay.keep) + "]")
         return f"Scan{{{', '.join(parts)}, {len(self.fgraph.toposort())} nodes}}"
 
     def __getstate__(self):
@@ -184,11 +208,13 @@ class Scan(Op):
         lay = self.layout
         types = []
         lengths = lay.mit_sot_lengths + (1,) * lay.n_sit_sot
-        for st, k in zip(self.state_types, lengths):
-            types.append(TensorType(st.dtype, (None if n_static is None else k + n_static,
+        for q, (st, k) in enumerate(zip(self.state_types, lengths)):
+            full = None if n_static is None else k + n_static
+            types.append(TensorType(st.dtype, (_kept_length(full, lay.kept(q), k),
                                                *st.shape)))
-        for t in self.inner_output_types[lay.n_states:]:
-            types.append(TensorType(t.dtype, (n_static, *t.shape)))
+        for i, t in enumerate(self.inner_output_types[lay.n_states:]):
+            types.append(TensorType(t.dtype, (_kept_length(n_static, lay.kept(lay.n_states + i),
+                                                           0), *t.shape)))
         return types
 
     def make_node(self, n_steps, *inputs):
@@ -277,8 +303,9 @@ class Scan(Op):
         for i, t in enumerate(nit_types):
             if traces[i] is None:  # no step ran: unknown dimensions are empty
                 traces[i] = np.empty((0, *(0 if s is None else s for s in t.shape)), t.dtype)
-        for storage, value in zip(outputs, buffers + traces):
-            storage[0] = value
+        for o, (storage, value) in enumerate(zip(outputs, buffers + traces)):
+            kept = lay.kept(o)
+            storage[0] = value if kept is None else value[-kept:].copy()
 
     def infer_shape(self, fgraph, node, input_shapes):
         lay = self.layout
@@ -289,7 +316,7 @@ class Scan(Op):
         for q, k in enumerate(lengths):
             init_shape = input_shapes[1 + n_seqs + q]
             state_shape = tuple(init_shape[1:]) if q < lay.n_mit_sot else tuple(init_shape)
-            shapes.append((add(n, k), *state_shape))
+            shapes.append((_kept_dim(add(n, k), lay.kept(q), k), *state_shape))
         if not lay.n_nit_sot:
             return shapes
         # nit-sot: the inner output shapes, when they depend on the inner inputs' shapes only
@@ -309,12 +336,24 @@ class Scan(Op):
             # an inner shape that reads inner values is only known at run time
             if any(v in inner_vars for v in ancestors(shp, outer_entries)):
                 shp = tuple(shape_i(outer, d + 1) for d in range(out.type.ndim))
-            shapes.append((n, *shp))
+            shapes.append((_kept_dim(n, lay.kept(n_states + i), 0), *shp))
         return shapes
 
     # -- gradient and pruning ------------------------------------------------------------------
     def L_op(self, inputs, outputs, output_grads):
-        return scan_grad(self, inputs, outputs, output_grads)
+        lay = self.layout
+        if not lay.keep:
+            return scan_grad(self, inputs, outputs, output_grads)
+        # an op holding only the last entries of its outputs: the gradient of the full loop,
+        # whose outputs' cotangents are zero but for those entries
+        full = self.replace(layout=lay._replace(keep=()))
+        full_outputs = full.make_node(*inputs).outputs
+        grads = []
+        for o, (out, g) in enumerate(zip(full_outputs, output_grads)):
+            kept = lay.kept(o)
+            grads.append(g if kept is None else
+                         inc_subtensor(zeros_like(out)[-minimum(kept, shape_i(out, 0)):], g))
+        return scan_grad(full, inputs, full_outputs, grads)
 
     def restrict(self, keep_outputs) -> tuple[Scan, tuple[int, ...], tuple[int, ...]] | None:
         """A Scan computing only what `keep_outputs` (outer output indices) need.
@@ -360,11 +399,19 @@ class Scan(Op):
             n_sit_sot=sum(1 for q in outs if n_mit <= q < n_states),
             n_nit_sot=sum(1 for q in outs if q >= n_states),
             n_non_seqs=sum(1 for j in in_groups if j >= n_seqs + n_states),
+            keep=tuple(lay.keep[o] for o in outs) if lay.keep else (),
         )
         fresh = [t.make_variable() for t in self.inner_input_types]
         new_outs = rebuild_graph(self.fgraph, fresh)
         new_op = Scan([fresh[g] for g in inner_in], [new_outs[o] for o in outs], new_layout)
         return new_op, (0, *(1 + j for j in in_groups)), tuple(outs)
+
+
+def _kept_dim(full, kept: int | None, floor: int):
+    """The symbolic leading length of an output of `full` entries holding its last `kept`."""
+    if kept is None:
+        return full
+    return constant(kept, "int64") if kept <= floor else minimum(full, kept)
 
 
 # -- building a Scan from a step function ---------------------------------------------------------
@@ -600,6 +647,18 @@ def _relaxed_state_types(outs, infos, state_types) -> list:
 # k accumulators (the gradient owed to each of its k most recent entries: PyTensor's mit-mot,
 # here as sit-sot carries); each differentiable non-sequence carries its running sum. Sequence
 # gradients are the backward loop's nit-sot outputs, added back at their offsets.
+def _without_unused_inputs(outputs: list) -> list:
+    """The outputs of a Scan node (all of them) from a Scan without the inputs they do not
+    read."""
+    node = outputs[0].owner
+    restricted = node.op.restrict(range(len(node.outputs)))
+    if restricted is None:
+        return outputs
+    new_op, in_idx, _ = restricted
+    new = new_op(*[node.inputs[i] for i in in_idx])
+    return [new] if isinstance(new, Variable) else list(new)
+
+
 def _is_float(t) -> bool:
     return np.dtype(t.dtype).kind in "fc"
 
@@ -636,6 +695,11 @@ def scan_grad(op, inputs, outputs, output_grads) -> list:
                for o in offs]
     b_seqs += [_reversed_window(outputs[q], lengths[q] + tap, n)
                for q in range(n_states) for tap in state_taps[q]]
+    # what each forward step computed (its state and nit-sot outputs): the body's vjp reads
+    # them rather than computing them again (tanh' from tanh's output: the forward step's
+    # matmuls are not redone); the sequences it does not read go again below
+    b_seqs += [_reversed_window(outputs[q], lengths[q], n) for q in range(n_states)]
+    b_seqs += [outputs[n_states + i][::-1] for i in range(lay.n_nit_sot)]
     carries = [zeros_like(inits[q][0] if q < n_mit else inits[q])
                for q in f_states for _ in range(lengths[q])]
     carries += [zeros_like(non_seqs[w]) for w in f_non_seqs]
@@ -647,6 +711,7 @@ def scan_grad(op, inputs, outputs, output_grads) -> list:
         g_nits = [next(it) for _ in f_nits]
         x_vals = [[next(it) for _ in offs] for offs in lay.seq_offsets]
         tap_vals = [[next(it) for _ in taps] for taps in state_taps]
+        computed = [next(it) for _ in range(lay.n_outputs)]
         windows = [[next(it) for _ in range(lengths[q])] for q in f_states]
         sums = [next(it) for _ in f_non_seqs]
         ws = [next(it) for _ in non_seqs]
@@ -672,11 +737,17 @@ def scan_grad(op, inputs, outputs, output_grads) -> list:
                 parts = [p for p in (window[j + 1] if j + 1 < len(window) else None,
                                      owed.get(-(j + 1))) if p is not None]
                 new_windows.append(sum(parts[1:], parts[0]) if parts else zeros_like(window[j]))
-        return [*new_windows, *[s + g for s, g in zip(sums, grads)], *dxs]
+        results = [*new_windows, *[s + g for s, g in zip(sums, grads)], *dxs]
+        placeholders = set(args)
+        stored = {out: value for out, value in zip(outs, computed)
+                  if out.owner is not None and out not in placeholders
+                  and out.type == value.type}
+        return graph_replace(results, stored) if stored else results
 
     buffers, _ = scan_buffers(step, sequences=b_seqs,
                               outputs_info=[*carries, *[None] * n_dx],
                               non_sequences=list(non_seqs), n_steps=n)
+    buffers = _without_unused_inputs(buffers)
     finals = [b[-1] for b in buffers[:len(carries)]]
     dxs = buffers[len(carries):]
 

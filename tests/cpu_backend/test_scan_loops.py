@@ -1,0 +1,133 @@
+"""Scan loops on the CPU: the body inline in the loop, 0-d states in registers, states computed
+straight into their rows, sequences read in place (also backwards), and outputs holding only
+their last entries (scan_save_mem: rings) — against the reference executor, for 0, 1 and
+several steps, with what `print(f.program)` says."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+import verglas as vg
+from tests.cpu_backend.utils import compare_backend, compile_pair, expect_error, rng
+
+
+def _scans(f) -> list:
+    return [s for s in f.program.steps if s.loop is not None]
+
+
+@functools.cache
+def scalar_program():
+    x0 = vg.scalar("x0", dtype="float64")
+    u = vg.tensor("u", shape=(None,), dtype="float64")
+    f0 = vg.tensor("f0", shape=(2,), dtype="int64")
+    n = vg.scalar("n", dtype="int64")
+    xs = vg.scan(lambda u_t, x: 0.5 * x + u_t, sequences=u, outputs_info=x0)
+    fib = vg.scan(lambda a, b: a + b, outputs_info=dict(initial=f0, taps=[-2, -1]), n_steps=n)
+    # the last value, the last three, fib's last (a ring of 3 registers' values: [2:][-1])
+    return [x0, u, f0, n], [xs[-1], xs[-3:], fib[-1], vg.sum(xs)]
+
+
+@pytest.mark.parametrize("steps", [1, 2, 7])
+def test_scalar_states_live_in_registers(steps):
+    inputs, outputs = scalar_program()
+    g = rng(steps)
+    compare_backend(inputs, outputs, [np.float64(0.3), g.normal(size=steps + 2),
+                                      np.array([1, 1]), np.int64(steps)])
+    f, _ = compile_pair(inputs, outputs)
+    text = str(f.program)
+    assert "in registers across steps: state0" in text, text
+    assert "keep=[1]" in text or "keep=[3]" in text, text
+    body = f.source()[f.source().index("def program("):]
+    assert "def sub" not in f.source()  # no function per step: the body is inline
+    assert "np.full((1,)" not in body  # no 0-d array per step
+
+
+@functools.cache
+def array_program():
+    h0 = vg.tensor("h0", shape=(None,), dtype="float32")
+    x = vg.tensor("x", shape=(None, None), dtype="float32")
+    w = vg.tensor("w", shape=(None, None), dtype="float32")
+    s0 = vg.tensor("s0", shape=(3, None), dtype="float32")
+
+    def step(x_t, x_back, h, w):
+        return vg.tanh(h @ w + x_t * x_back)
+
+    hs = vg.scan(step, sequences=[x, x[::-1]], outputs_info=h0, non_sequences=w)
+    # an array mit-sot whose output is read at its last two entries only: a ring of 4 rows
+    ms = vg.scan(lambda a, b: a * 0.5 + b, outputs_info=dict(initial=s0, taps=[-3, -1]),
+                 n_steps=x.shape[0])
+    cols = vg.scan(lambda c: c * 2.0, sequences=x.T)  # rows of a transpose: copied once
+    return [h0, x, w, s0], [hs, hs[-1], ms[-2:], cols[-1], cols]
+
+
+@pytest.mark.parametrize("steps", [1, 2, 5])
+def test_array_states_are_computed_into_their_rows(steps):
+    inputs, outputs = array_program()
+    g = rng(10 + steps)
+    arrays = [g.normal(size=4), g.normal(size=(steps, 4)), g.normal(size=(4, 4)) * 0.3,
+              g.normal(size=(3, 4))]
+    compare_backend(inputs, outputs, [a.astype("float32") for a in arrays])
+    f, _ = compile_pair(inputs, outputs)
+    text = str(f.program)
+    assert "computed straight into their rows: state0" in text, text
+
+
+def test_the_last_entry_of_no_steps_is_an_index_error():
+    inputs, outputs = array_program()
+    g = rng(9)
+    arrays = [g.normal(size=4), np.zeros((0, 4)), g.normal(size=(4, 4)), g.normal(size=(3, 4))]
+    expect_error(inputs, outputs, [a.astype("float32") for a in arrays], IndexError,
+                 "Subtensor")
+
+
+def test_a_state_kept_by_its_last_entries_holds_no_trace():
+    x0 = vg.tensor("x0", shape=(None,), dtype="float64")
+    w = vg.tensor("w", shape=(None, None), dtype="float64")
+    x = vg.tensor("x", shape=(None, None), dtype="float64")
+    last = vg.scan(lambda x_t, h, w: vg.tanh(h @ w + x_t), sequences=x, outputs_info=x0,
+                   non_sequences=w)[-1]
+    f = vg.compile([x0, w, x], last)
+    (scan,) = _scans(f)
+    assert scan.node.op.layout.keep == (2,)
+    assert scan.loop.rings == ((0, 2),)
+    assert "rings of 2 rows for" in str(f.program)
+    # two rows of 64 kept and a ring of two, whatever the steps: no (T + 1, 64) trace
+    for t in (10, 10_000):
+        assert f.program.peak_bytes([(64,), (64, 64), (t, 64)]) <= 6 * 64 * 8
+    g = rng(3)
+    compare_backend([x0, w, x], last, [g.normal(size=64), g.normal(size=(64, 64)) * 0.1,
+                                       g.normal(size=(50, 64))])
+
+
+@pytest.mark.parametrize("steps", [0, 1, 4])
+def test_nit_sot_kept_by_its_last_entries(steps):
+    x = vg.tensor("x", shape=(None, 2), dtype="float64")
+    a0 = vg.tensor("a0", shape=(2,), dtype="float64")
+    _, ys = vg.scan(lambda x_t, a: [a * 0.5 + x_t, vg.exp(a) * x_t], sequences=x,
+                    outputs_info=[a0, None])
+    inputs, outputs = [x, a0], [ys[-2:], ys[-1:]]
+    g = rng(steps)
+    compare_backend(inputs, outputs, [g.normal(size=(steps, 2)), g.normal(size=2)])
+    f, _ = compile_pair(inputs, outputs)
+    (scan,) = _scans(f)
+    assert scan.node.op.layout.keep[-1] == 2
+
+
+def test_the_gradient_of_a_loop_keeps_no_accumulator_trace():
+    h0 = vg.tensor("h0", shape=(None,), dtype="float64")
+    x = vg.tensor("x", shape=(None, None), dtype="float64")
+    w = vg.tensor("w", shape=(None, None), dtype="float64")
+    hs = vg.scan(lambda x_t, h: vg.tanh(h @ w + x_t), sequences=x, outputs_info=h0)
+    loss = vg.mean(hs**2)
+    grads = vg.grad(loss, [h0, x, w])
+    f = vg.compile([h0, x, w], [loss, *grads])
+    t, h = 500, 32
+    peak = f.program.peak_bytes([(h,), (t, h), (h, h)])
+    assert peak < 12 * t * h * 8, peak  # O(T*H), not O(T*H^2) = 500 * 32 * 32 * 8
+    g = rng(4)
+    compare_backend([h0, x, w], [loss, *grads], [g.normal(size=8) * 0.1,
+                                                 g.normal(size=(6, 8)),
+                                                 g.normal(size=(8, 8)) * 0.3])

@@ -1,0 +1,91 @@
+"""Loops: how a Scan step runs, decided once here for every backend (and printed).
+
+A Scan step is one loop whose body is the step's sub-program emitted inline, in the loop:
+no call, no tuple and no allocation per step. Two decisions say how values cross iterations:
+
+- registers: a 0-d state lives in locals across steps, a window of its last k values
+  (k = -min(taps)) the body reads as scalars; its trace, where one is kept, gets one element
+  per step.
+- direct outputs: a state whose body output is a temporary of the sub-program (fresh storage:
+  not a body input, a constant, a view or an inplace result, and overwritten by no later
+  body step) is computed straight into its row of the outer buffer; the others are copied
+  into their rows once the body has run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from verglas.ops.scan import Scan
+
+__all__ = ["Loop", "plan_loop", "body_input_names"]
+
+
+@dataclass(frozen=True)
+class Loop:
+    """How one Scan step's loop runs (see the module docstring)."""
+
+    registers: tuple[int, ...] = ()  # states (layout order) carried in registers
+    direct: tuple[int, ...] = ()  # states the body computes straight into their rows
+    # (output, rows): outputs holding only their last entries (layout `keep`) that the loop
+    # writes into a ring of at most that many rows (a state: the entries kept and those its
+    # taps read; a 0-d state none when its window holds every entry kept)
+    rings: tuple[tuple[int, int], ...] = ()
+
+    def describe(self, buffer_names) -> list[str]:
+        """One line per decision; states are named `state<q> (<its outer buffer's name>)`."""
+        def states(qs):
+            return ", ".join(f"state{q} ({buffer_names[q]})" for q in qs)
+        lines = []
+        if self.registers:
+            lines.append(f"in registers across steps: {states(self.registers)}")
+        if self.direct:
+            lines.append(f"computed straight into their rows: {states(self.direct)}")
+        if self.rings:
+            lines.append("rings of " + ", ".join(f"{rows} rows for {buffer_names[o]}"
+                                                 for o, rows in self.rings))
+        return lines
+
+
+def body_input_names(layout) -> tuple[str, ...]:
+    """Names of a Scan body's inputs by role, for printing: seq0[t+1], state1[t-2], nonseq0."""
+    names = [f"seq{j}[t+{o}]" for j, offs in enumerate(layout.seq_offsets) for o in offs]
+    names += [f"state{q}[t{tap}]" for q, taps in enumerate(layout.state_taps) for tap in taps]
+    return tuple(names + [f"nonseq{w}" for w in range(layout.n_non_seqs)])
+
+
+def plan_loop(op, sub) -> Loop | None:
+    """The Loop of a Scan op (None for other ops) whose body was lowered to `sub`."""
+    if not isinstance(op, Scan):
+        return None
+    layout = op.layout
+    registers = tuple(q for q, t in enumerate(op.state_types) if t.ndim == 0)
+    overwritten = {b.takes_over for b in sub.buffers if b.takes_over is not None}
+    producer = {b: step for step in sub.steps for b in step.outputs}
+    # steps whose outputs get no storage of their own through the memory plan
+    elsewhere = set(sub.adopted) | {k for r in sub.repeats for k in range(r.first, r.last_step + 1)}
+    local = {b for g in sub.groups for b in g.local}
+    direct = []
+    for q in range(layout.n_states):
+        bid = sub.outputs[q]
+        buf, step = sub.buffers[bid], producer.get(bid)
+        if (q in registers or step is None or buf.kind != "temp" or buf.view_of is not None
+                or buf.takes_over is not None or bid in overwritten or bid in local
+                or list(sub.outputs).count(bid) != 1 or step.index in elsewhere
+                or step.node.op.inner_graph is not None or step.node.op.runs_inline
+                or step.node.op.reads_shape_only):
+            continue
+        direct.append(q)
+    lengths = layout.mit_sot_lengths + (1,) * layout.n_sit_sot
+    rings = []
+    for o in range(layout.n_outputs):
+        kept = layout.kept(o)
+        if kept is None:
+            continue
+        if o >= layout.n_states:
+            rings.append((o, kept))
+        elif o not in registers:
+            rings.append((o, max(kept, lengths[o] + 1)))
+        elif kept > lengths[o]:
+            rings.append((o, kept))
+    return Loop(registers, tuple(direct), tuple(rings))

@@ -233,3 +233,31 @@ class _WrongGrad(Op):
 def test_verify_grad_detects_a_wrong_gradient():
     with pytest.raises(GradientError):
         verify_grad(lambda x: _WrongGrad()(x), [np.array([1.0, 2.0])])
+
+
+def test_the_pullback_of_a_loop_is_clean_when_built():
+    """vg.grad through a scan builds a backward loop computing only what the requested
+    gradients need (seed 003): asked for one gradient, the others' outputs are not there."""
+    from verglas.graph.traversal import toposort
+    from verglas.ops.scan import Scan
+
+    x = vg.tensor("x", shape=(None, 3))
+    h0, w, u = vg.tensor("h0", shape=(3,)), vg.tensor("w", shape=(3, 3)), vg.tensor(
+        "u", shape=(3, 3))
+    hs = vg.scan(lambda x_t, h: vg.tanh(h @ w + x_t @ u), sequences=x, outputs_info=h0)
+    cost = vg.sum(hs**2)
+    gw = vg.grad(cost, w)
+    forward = {n for n in toposort([cost])}
+    (backward,) = [n for n in toposort([gw]) if isinstance(n.op, Scan) and n not in forward]
+    lay = backward.op.layout
+    # the carry of h and w's running sum: no sums for u, no sequence gradients for x
+    assert (lay.n_sit_sot, lay.n_nit_sot) == (2, 0), lay
+    g = np.random.default_rng(0)
+    values = [g.normal(size=(4, 3)), g.normal(size=3), g.normal(size=(3, 3)),
+              g.normal(size=(3, 3))]
+    f = vg.compile([x, h0, w, u], gw, mode="reference")
+    verify_grad(lambda w_: vg.sum(vg.scan(lambda x_t, h: vg.tanh(h @ w_ + x_t @ values[3]),
+                                          sequences=values[0],
+                                          outputs_info=vg.constant(values[1]))**2),
+                [values[2]])
+    assert f(*values).shape == (3, 3)

@@ -23,7 +23,7 @@ from verglas.ops.math import (abs, add, bitwise_and, bitwise_or, bitwise_xor, ca
 from verglas.ops.nn import log_softmax, logsumexp, softmax
 from verglas.ops.op_from_graph import OpFromGraph
 from verglas.ops.reduce import all, any, argmax, argmin, cumsum, max, mean, min, prod, std, sum, var
-from verglas.ops.scan import scan
+from verglas.ops.scan import scan, until
 from verglas.ops.shape import arange, broadcast_to, full, ones, reshape, zeros
 from verglas.ops.variable import scalar, tensor
 
@@ -45,5 +45,5 @@ __all__ = [
     "true_divide", "where", "zeros_like", "log_softmax", "logsumexp", "softmax", "all", "any",
     "argmax", "argmin", "cumsum", "max", "mean", "min", "prod", "std", "sum", "var", "arange",
     "broadcast_to", "concatenate", "full", "ones", "reshape", "stack", "zeros", "as_tensor",
-    "constant", "scalar", "tensor", "OpFromGraph", "scan",
+    "constant", "scalar", "tensor", "OpFromGraph", "scan", "until",
 ]

@@ -6,10 +6,11 @@ from __future__ import annotations
 import numpy as np
 
 from verglas.graph.basic import Variable
-from verglas.graph.traversal import ancestors
+from verglas.graph.traversal import ancestors, toposort
 from verglas.ops.autodiff import backprop
 from verglas.ops.basic import as_tensor
 from verglas.ops.math import ones_like, zeros_like
+from verglas.ops.scan import without_unused_outputs
 
 __all__ = ["grad", "DisconnectedInputError"]
 
@@ -51,4 +52,6 @@ def grad(cost, wrt, disconnected: str = "zero"):
             dtype = w.dtype if np.dtype(w.dtype).kind in "fc" else cost.dtype
             g = zeros_like(w, dtype=dtype)
         results.append(g)
+    # the pullback is clean when built: backward loops compute only what these need
+    results = without_unused_outputs(results, keep=toposort([cost]))
     return results[0] if single else results

@@ -131,3 +131,22 @@ def test_the_gradient_of_a_loop_keeps_no_accumulator_trace():
     compare_backend([h0, x, w], [loss, *grads], [g.normal(size=8) * 0.1,
                                                  g.normal(size=(6, 8)),
                                                  g.normal(size=(8, 8)) * 0.3])
+
+
+@functools.cache
+def until_program():
+    x0, n = vg.scalar("x0"), vg.scalar("n", dtype="int64")
+    v = vg.tensor("v", shape=(None,))
+    xs = vg.scan(lambda x: (x * 2, vg.until(x * 2 > 100)), outputs_info=x0, n_steps=n)
+    hs, ss = vg.scan(lambda h: ([h * 1.5 + 0.1, vg.sum(h)], vg.until(vg.sum(h * h) > 50.0)),
+                     outputs_info=[v, None], n_steps=n)
+    return [x0, n, v], [xs, hs, ss, ss[-2:], hs[-1] * 2]
+
+
+@pytest.mark.parametrize("x0, n, scale", [(3.0, 50, 1.0), (3.0, 2, 1.0), (200.0, 50, 10.0),
+                                          (3.0, 1, 1.0), (0.5, 40, 0.1)])
+def test_loops_that_stop_early(x0, n, scale):
+    inputs, outputs = until_program()
+    got = compare_backend(inputs, outputs, [np.float64(x0), np.int64(n), np.ones(3) * scale])
+    assert got[0].shape[0] <= n and got[1].shape[0] == got[2].shape[0] <= n
+    assert "until" in str(compile_pair(inputs, outputs)[0].program)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import verglas as vg
+from verglas.graph.traversal import toposort
 from verglas.ops.scan import Scan, ScanLayout
 from verglas.testing import verify_grad
 
@@ -266,13 +267,70 @@ def test_restrict_prunes_the_backward_loop():
     U, h0 = vg.tensor("U", shape=(2, 2)), vg.tensor("h0", shape=(2,))
     h = vg.scan(lambda x_t, h, W, U: vg.tanh(x_t @ W + h @ U), sequences=x, outputs_info=h0,
                 non_sequences=[W, U])
-    gW = vg.grad(vg.sum(h * h), W)
-    graph = vg.compile([x, W, U, h0], gW, mode="reference").graph
-    back = next(n for n in graph.toposort() if isinstance(n.op, Scan) and n.op.layout.n_nit_sot)
-    used = [i for i, o in enumerate(back.outputs) if graph.clients[o]]
+    # the backward loop as the scan's L_op builds it: every input's gradient (grad then
+    # restricts it to those asked for: test_grad)
+    forward = h.owner.inputs[0].owner
+    grads = forward.op.L_op(forward.inputs, forward.outputs,
+                            [vg.ones_like(o) for o in forward.outputs])
+    gW = grads[forward.inputs.index(W)]
+    back = next(n for n in toposort([gW])
+                if isinstance(n.op, Scan) and n is not forward)
+    assert back.op.layout.n_nit_sot == 1  # dx
+    used = [i for i, o in enumerate(back.outputs)
+            if any(o in n.inputs for n in toposort([gW]))]
     assert len(used) == 1 < len(back.outputs)
     new_op, ins, outs = back.op.restrict(used)
     # only the window of the state's gradient and the W accumulator survive: no dU, no dx
     assert new_op.layout.n_sit_sot == 2 and new_op.layout.n_nit_sot == 0
     assert outs == (0, used[0]) and len(ins) < len(back.inputs)
     assert new_op.replace(layout=new_op.layout) is new_op
+
+
+# -- loops with a stopping condition ---------------------------------------------------------------
+def _doubling(limit=100.0):
+    x0, n = vg.scalar("x0"), vg.scalar("n", dtype="int64")
+    xs = vg.scan(lambda x: (x * 2, vg.until(x * 2 > limit)), outputs_info=x0, n_steps=n)
+    return [x0, n], xs
+
+
+@pytest.mark.parametrize("x0, n, want", [
+    (3.0, 50, [6, 12, 24, 48, 96, 192]),  # stops after the first step whose condition holds
+    (3.0, 3, [6, 12, 24]),  # n_steps is the most steps it runs
+    (200.0, 50, [400]),  # true at the first step: one step
+    (3.0, 0, []),
+])
+def test_until_stops_after_the_first_step_whose_condition_holds(x0, n, want):
+    inputs, xs = _doubling()
+    got = vg.compile(inputs, xs, mode="reference")(x0, n)
+    np.testing.assert_array_equal(got, np.array(want, dtype="float64"))
+
+
+def test_until_with_every_output_kind_and_sequences():
+    u = vg.tensor("u", shape=(None,))
+    f0 = vg.tensor("f0", shape=(2,))
+    fib, sums, seen = vg.scan(
+        lambda u_t, a, b, s: ([a + b, s + u_t, u_t * 2], vg.until(s + u_t > 3.0)),
+        sequences=u, outputs_info=[dict(initial=f0, taps=[-2, -1]), vg.as_tensor(0.0), None])
+    f = vg.compile([u, f0], [fib, sums, seen], mode="reference")
+    fib_v, sums_v, seen_v = f(np.array([1.0, 1.5, 2.0, 0.5, 9.0]), np.array([1.0, 1.0]))
+    np.testing.assert_array_equal(sums_v, [1.0, 2.5, 4.5])  # 4.5 > 3: three steps ran
+    np.testing.assert_array_equal(fib_v, [2.0, 3.0, 5.0])
+    np.testing.assert_array_equal(seen_v, [2.0, 3.0, 4.0])
+
+
+def test_until_gradient_by_finite_differences():
+    def fn(x0, w):
+        xs = vg.scan(lambda x, w: (vg.tanh(x * w) + 0.5, vg.until(x > 1.2)), outputs_info=x0,
+                     non_sequences=w, n_steps=20)
+        return vg.sum(xs * xs)
+    verify_grad(fn, [np.array(0.1), np.array(0.9)])
+
+
+def test_until_errors_name_scan_and_until():
+    x0 = vg.scalar("x0")
+    with pytest.raises(ValueError, match="until"):
+        vg.scan(lambda x: (vg.until(x > 1), x), outputs_info=x0, n_steps=3)
+    with pytest.raises(ValueError, match="no output"):
+        vg.scan(lambda x: vg.until(x > 1), outputs_info=x0, n_steps=3)
+    with pytest.raises(ValueError, match="0-d"):
+        vg.scan(lambda x: (x, vg.until(vg.stack([x, x]) > 1)), outputs_info=x0, n_steps=3)

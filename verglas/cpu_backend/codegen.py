@@ -263,6 +263,10 @@ class StepContext(EmitContext):
     def out(self, j: int) -> str:
         return self._names[self.step.outputs[j]]
 
+    def rename_out(self, j: int, name: str) -> None:
+        """Output `j` is now the array named `name` (a C-contiguous view of its first one)."""
+        self._names[self.step.outputs[j]] = name
+
     def element_of(self, i: int) -> tuple[str, int] | None:
         """(array, k) when input `i` is element k of a 1-d C-contiguous array variable: a 0-d
         input travelling in a packed-input array `pk{j}`, or an element read a[k] (k >= 0) of

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numba
 
 from verglas.cpu_backend.dtypes import cast_expr, np_dtype
-from verglas.cpu_backend.intrinsics import c_row
+from verglas.cpu_backend.intrinsics import c_head, c_row
 from verglas.cpu_backend.kernels import emit, register_helper
 from verglas.ops.op_from_graph import OpFromGraph
 from verglas.ops.scan.op import Scan
@@ -136,8 +136,13 @@ class _State:
                 ctx.line(f"{self.wr} = 0")
 
     def finish(self, ctx, n: str) -> None:
-        """The output: the whole buffer, or its last `kept` entries in order."""
+        """The output: the whole buffer (its first k + n rows), or its last `kept` entries in
+        order, `n` the steps that ran."""
         if self.kept is None:
+            if ctx.op.layout.until:  # (rows for the most steps, fewer may have run)
+                head = ctx.fresh("hd")
+                ctx.line(f"{head} = {ctx.helper('c_head', c_head)}({self.buf}, {self.k} + {n})")
+                ctx.rename_out(self.q, head)
             return
         if self.buf is None:  # the last entries are the window's
             out = ctx.alloc(self.q, f"({self.kept}, )")
@@ -194,7 +199,7 @@ def _emit_scan(op, ctx) -> None:
                 ctx.line(f"{x} = {name}")
                 name = x
             non_seqs.append(("array", name, "C", _dims(name, 0, node.inputs[i].ndim)))
-    nit_types = op.inner_output_types[n_states:]
+    nit_types = op.inner_output_types[n_states:lay.n_outputs]
     traces = []  # (trace, its ring's next row or None)
     for i, t in enumerate(nit_types):
         tr = ctx.fresh("tr")
@@ -206,6 +211,10 @@ def _emit_scan(op, ctx) -> None:
             ctx.line(f"{wi} = 0")
         traces.append((tr, wi))
     step = ctx.fresh("t")
+    ran = n  # the steps that ran
+    if lay.until:
+        ran = ctx.fresh("nran")
+        ctx.line(f"{ran} = {n}")
     with ctx.loop(step, n):
         inputs = []
         for j, ((x, by_row), offs) in enumerate(zip(seqs, lay.seq_offsets)):
@@ -272,13 +281,23 @@ def _emit_scan(op, ctx) -> None:
                 ctx.line(f"if {wi} == {tr}.shape[0]:")
                 with ctx.indent():
                     ctx.line(f"{wi} = 0")
+        if lay.until:  # stop after the first step whose condition holds
+            kind, value = results[-1]
+            ctx.line(f"if {value if kind == 'scalar' else value + '[()]'}:")
+            with ctx.indent():
+                ctx.line(f"{ran} = {step} + 1")
+                ctx.line("break")
     for state in states:
-        state.finish(ctx, n)
+        state.finish(ctx, ran)
     for j, (tr, wi) in enumerate(traces):
         if wi is None:
+            if lay.until:
+                tr = f"{ctx.helper('c_head', c_head)}({tr}, {ran})"
             ctx.line(f"{ctx.out(n_states + j)} = {tr}")
             continue
-        out = ctx.fresh("tk")
-        ctx.line(f"{out} = np.empty_like({tr})")
-        _rotate(ctx, out, tr, f"{tr}.shape[0]", wi, f"{tr}.shape[0]")
+        # the last min(kept, ran) entries, oldest first: the ring's rows from `wi` back
+        out, count = ctx.fresh("tk"), ctx.fresh("nk")
+        ctx.line(f"{count} = min({lay.kept(n_states + j)}, {ran})")
+        ctx.line(f"{out} = np.empty(({count},) + {tr}.shape[1:], {tr}.dtype)")
+        _rotate(ctx, out, tr, count, f"{wi} - {count}", f"{tr}.shape[0]")
         ctx.line(f"{ctx.out(n_states + j)} = {out}")

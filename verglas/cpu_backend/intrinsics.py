@@ -25,7 +25,7 @@ try:  # numba's own lowering of np.empty's body (numba.np.arrayobj, stable for y
 except ImportError:  # pragma: no cover - then programs call np.empty
     _empty_nd_impl = _parse_shape = None
 
-__all__ = ["c_view", "c_row", "empty_c", "scalars_at", "reshaped", "empty_expr", "zero_d", "ws_take",
+__all__ = ["c_view", "c_row", "c_head", "empty_c", "scalars_at", "reshaped", "empty_expr", "zero_d", "ws_take",
            "ws_add", "ws_reserve", "ws_carve", "float_to_int", "WORKSPACE_TOO_BIG",
            "WORKSPACE_ALIGN"]
 
@@ -111,6 +111,31 @@ def c_row(typingctx, arr, index):
         return result
 
     return ret(arr, index), codegen
+
+
+@intrinsic
+def c_head(typingctx, arr, count):
+    """`arr[:count]` of a C-contiguous `arr` as a C-contiguous array (the entries of the steps
+    a loop that stopped early ran); the caller guarantees 0 <= count <= len(arr)."""
+    if not (isinstance(arr, types.Array) and arr.layout == "C" and arr.ndim >= 1
+            and isinstance(count, types.Integer)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        src = context.make_array(arr)(context, builder, args[0])
+        intp = context.get_value_type(types.intp)
+        shape = cgutils.unpack_tuple(builder, src.shape, arr.ndim)
+        shape[0] = context.cast(builder, args[1], count, types.intp)
+        out = context.make_array(arr)(context, builder)
+        context.populate_array(out, data=src.data,
+                               shape=cgutils.pack_array(builder, shape, ty=intp),
+                               strides=src.strides, itemsize=src.itemsize,
+                               meminfo=src.meminfo, parent=src.parent)
+        result = out._getvalue()
+        context.nrt.incref(builder, arr, result)
+        return result
+
+    return arr(arr, count), codegen
 
 
 @intrinsic

@@ -98,10 +98,16 @@ def _batched_matmul(node, a_b, b_b, a, b):
     if node.inputs[0].ndim != 2 or node.inputs[1].ndim != 2:
         return None
     if b_b is None:  # rows of a: (T, M, K) -> (T*M, K) @ (K, N) -> (T, M, N)
+        if a_b.type.shape[1] == 1:  # (a row per step: no reshape, only views)
+            out = MatMul()(DimShuffle(3, (0, 2))(a_b), b)
+            return DimShuffle(2, (0, "x", 1))(out)
         t, m, k = (shape_i(a_b, i) for i in range(3))
         out = MatMul()(reshape(a_b, (mul(t, m), k)), b)
         return reshape(out, (t, m, shape_i(b, 1)))
     if a_b is None:  # a @ each b: (M, K) @ (K, T*N) from b's rows side by side
+        if b_b.type.shape[2] == 1:  # (a column per step: a @ B.T, views only)
+            out = MatMul()(a, DimShuffle(3, (1, 0))(b_b))  # (M, T)
+            return DimShuffle(2, (1, 0, "x"))(out)
         t, k, n = (shape_i(b_b, i) for i in range(3))
         side = reshape(DimShuffle(3, (1, 0, 2))(b_b), (k, mul(t, n)))
         out = MatMul()(a, side)

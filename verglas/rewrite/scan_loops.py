@@ -181,6 +181,8 @@ class ScanPushOutSeqs(ScanRewriter):
     name = "scan_push_out_seqs"
 
     def rewrite(self, fgraph, node):
+        if node.op.layout.until:  # (the steps it runs are known once it has run)
+            return None
         parts = ScanParts.of(node)
         nodes = _body(parts)
         states = parts.state_dependent()
@@ -233,6 +235,8 @@ class ScanPushOutOutputs(ScanRewriter):
     name = "scan_push_out_outputs"
 
     def rewrite(self, fgraph, node):
+        if node.op.layout.until:
+            return None
         parts = ScanParts.of(node)
         nodes = _body(parts)
         states = parts.state_dependent()
@@ -282,6 +286,8 @@ class ScanPushOutSums(ScanRewriter):
     name = "scan_push_out_sums"
 
     def rewrite(self, fgraph, node):
+        if node.op.layout.until:
+            return None
         parts = ScanParts.of(node)
         nodes = _body(parts)
         uses: dict = {}
@@ -341,13 +347,13 @@ class ScanPushOutSums(ScanRewriter):
         if found is None:
             return None
         p_b, q_b = found
-        t, m, k = (shape_i(p_b, i) for i in range(3))
-        n = shape_i(q_b, 2)
         if p.type.shape[1] == 1:  # outer products: [P_1 ... P_T] is P's rows transposed
-            left = DimShuffle(2, (1, 0))(reshape(p_b, (t, m)))
+            left, right = DimShuffle(3, (1, 0))(p_b), DimShuffle(3, (0, 2))(q_b)
         else:
+            t, m, k = (shape_i(p_b, i) for i in range(3))
             left = reshape(DimShuffle(3, (1, 0, 2))(p_b), (m, mul(t, k)))
-        total = add(s.init, MatMul()(left, reshape(q_b, (mul(t, k), n))))
+            right = reshape(q_b, (mul(t, k), shape_i(q_b, 2)))
+        total = add(s.init, MatMul()(left, right))
         # the kept entries (min(keep, steps + 1) of them): only the last is read, the sum
         kept = s.keep if s.keep == 1 else minimum(add(parts.n_steps, 1), s.keep)
         last = broadcast_to(DimShuffle(2, ("x", 0, 1))(total),

@@ -62,6 +62,7 @@ class ScanParts:
     states: list[State] = field(default_factory=list)  # mit-sots first, then sit-sots
     nits: list[NitSot] = field(default_factory=list)
     non_seqs: list[NonSeq] = field(default_factory=list)
+    until: Variable | None = None  # the body's stopping condition, if it has one
 
     @classmethod
     def of(cls, node) -> ScanParts:
@@ -83,6 +84,8 @@ class ScanParts:
         for w in range(lay.n_non_seqs):
             j = 1 + n_seqs + n_states + w
             parts.non_seqs.append(NonSeq(node.inputs[j], fresh[groups[j - 1][0]]))
+        if lay.until:
+            parts.until = outs[-1]
         return parts
 
     # -- reading ----------------------------------------------------------------------------------
@@ -91,7 +94,9 @@ class ScanParts:
                 + [w.inner for w in self.non_seqs])
 
     def inner_outputs(self) -> list[Variable]:
-        return [s.out for s in self.states] + [o.out for o in self.nits]
+        """The states' new values, the nit-sots, then the stopping condition if any."""
+        return ([s.out for s in self.states] + [o.out for o in self.nits]
+                + ([self.until] if self.until is not None else []))
 
     def state_dependent(self) -> set:
         """The inner variables whose value depends on a state (read through its taps)."""
@@ -121,6 +126,8 @@ class ScanParts:
             s.out = new
         for o, new in zip(self.nits, outs[len(self.states):]):
             o.out = new
+        if self.until is not None:
+            self.until = outs[-1]
 
     def add_sequence(self, outer: Variable, like: Variable) -> Variable:
         """A new sequence read at offset 0, standing for inner values like `like` (of its
@@ -148,7 +155,7 @@ class ScanParts:
             seq_offsets=tuple(tuple(s.offsets) for s in self.seqs),
             mit_sot_taps=tuple(tuple(s.taps) for s in mit),
             n_sit_sot=len(sit), n_nit_sot=len(self.nits), n_non_seqs=len(self.non_seqs),
-            keep=keep if any(k is not None for k in keep) else ())
+            keep=keep if any(k is not None for k in keep) else (), until=self.until is not None)
         op = Scan(self.inner_inputs(), self.inner_outputs(), layout)
         node = op.make_node(self.n_steps, *[s.outer for s in self.seqs],
                             *[s.init for s in self.states], *[w.outer for w in self.non_seqs])

@@ -104,3 +104,12 @@ def test_wrong_dtype_and_ndim():
         f(np.zeros((2, 2), "float64"))
     with pytest.raises(TypeError):
         f(np.zeros(2, "float32"))
+
+
+def test_loops_with_a_stopping_condition():
+    compare_cuda(lambda x0, v: [vg.scan(lambda x: (x * 2, vg.until(x * 2 > 100)),
+                                        outputs_info=x0, n_steps=50),
+                                vg.scan(lambda h: ([h * 1.5 + 0.1, vg.sum(h)],
+                                                   vg.until(vg.sum(h * h) > 50.0)),
+                                        outputs_info=[v, None], n_steps=30)[1]],
+                 [np.array(3.0), np.ones(3)])

@@ -1,6 +1,6 @@
 """Scan: loops over a frozen inner graph (the op, the user function `scan`, its gradient)."""
 
 from verglas.ops.scan.basic import scan
-from verglas.ops.scan.op import Scan, ScanLayout, scan_buffers
+from verglas.ops.scan.op import Scan, ScanLayout, scan_buffers, until, without_unused_outputs
 
-__all__ = ["Scan", "ScanLayout", "scan", "scan_buffers"]
+__all__ = ["Scan", "ScanLayout", "scan", "scan_buffers", "until", "without_unused_outputs"]

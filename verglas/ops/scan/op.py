@@ -20,15 +20,16 @@ import numpy as np
 from verglas.graph.basic import Apply, Constant, Variable
 from verglas.graph.frozen import FrozenFunctionGraph, freeze
 from verglas.graph.op import Op
-from verglas.graph.traversal import ancestors, graph_replace
+from verglas.graph.traversal import ancestors, graph_replace, toposort
 from verglas.graph.types import TensorType
 from verglas.ops.autodiff import vjp
 from verglas.ops.basic import as_tensor, constant, shape_i, stack
 from verglas.ops.indexing import inc_subtensor
-from verglas.ops.math import add, cast, minimum, zeros_like
+from verglas.ops.math import add, cast, minimum, neq, sub, zeros_like
 from verglas.ops.op_from_graph import connection_pattern, infer_shapes, rebuild_graph, run_inner
 
-__all__ = ["Scan", "ScanLayout", "scan_buffers", "SIT_SOT", "MIT_SOT", "NIT_SOT"]
+__all__ = ["Scan", "ScanLayout", "scan_buffers", "until", "without_unused_outputs", "SIT_SOT",
+           "MIT_SOT", "NIT_SOT"]
 
 
 class ScanLayout(NamedTuple):
@@ -47,6 +48,9 @@ class ScanLayout(NamedTuple):
     # per outer output, how many of its last entries it holds (None: all); () keeps all of
     # every output (see `kept`; the scan_save_mem rewrite sets it)
     keep: tuple[int | None, ...] = ()
+    # whether the body has one more output, a 0-d bool: the loop stops after the first step
+    # where it is true (n_steps, the first outer input, is then the most steps it runs)
+    until: bool = False
 
     def kept(self, o: int) -> int | None:
         """How many of outer output `o`'s last entries it holds (None: all of them)."""
@@ -150,9 +154,13 @@ class Scan(Op):
         if len(fgraph.inputs) != layout.n_inner_inputs:
             raise ValueError(f"Scan: the inner graph has {len(fgraph.inputs)} inputs, the "
                              f"layout needs {layout.n_inner_inputs}")
-        if len(fgraph.outputs) != layout.n_outputs:
+        if len(fgraph.outputs) != layout.n_outputs + layout.until:
             raise ValueError(f"Scan: the inner graph has {len(fgraph.outputs)} outputs, the "
-                             f"layout needs {layout.n_outputs}")
+                             f"layout needs {layout.n_outputs + layout.until}")
+        if layout.until and (fgraph.outputs[-1].ndim != 0
+                             or fgraph.outputs[-1].dtype != "bool"):
+            raise TypeError(f"Scan: the stopping condition must be a 0-d bool, got "
+                            f"{fgraph.outputs[-1].type}")
         self.fgraph = fgraph
         self.layout = layout
         self.inner_input_types = tuple(v.type for v in fgraph.inputs)
@@ -195,6 +203,8 @@ class Scan(Op):
         if lay.keep:
             parts.append("keep=[" + ", ".join("all" if m is None else str(m)
                                               for m in lay.keep) + "]")
+        if lay.until:
+            parts.append("until")
         return f"Scan{{{', '.join(parts)}, {len(self.fgraph.toposort())} nodes}}"
 
     def __getstate__(self):
@@ -212,7 +222,7 @@ class Scan(Op):
             full = None if n_static is None else k + n_static
             types.append(TensorType(st.dtype, (_kept_length(full, lay.kept(q), k),
                                                *st.shape)))
-        for i, t in enumerate(self.inner_output_types[lay.n_states:]):
+        for i, t in enumerate(self.inner_output_types[lay.n_states:lay.n_outputs]):
             types.append(TensorType(t.dtype, (_kept_length(n_static, lay.kept(lay.n_states + i),
                                                            0), *t.shape)))
         return types
@@ -249,7 +259,9 @@ class Scan(Op):
                 expect = _shape_str((None, *want.shape) if lead else want.shape)
                 raise TypeError(f"{self}: {what} has type {x.type}, expected {want.dtype} of "
                                 f"shape {expect}")
-        n_static = int(n_steps.data) if isinstance(n_steps, Constant) else None
+        # (a loop that may stop early runs a number of steps known only when it has run)
+        n_static = (int(n_steps.data) if isinstance(n_steps, Constant) and not lay.until
+                    else None)
         return Apply(self, [n_steps, *inputs], self.outer_output_types(n_static))
 
     # -- running -------------------------------------------------------------------------------
@@ -279,9 +291,10 @@ class Scan(Op):
                 buf = np.empty((1 + n, *init.shape), dtype=st.dtype)
                 buf[0] = init
             buffers.append(buf)
-        nit_types = self.inner_output_types[n_states:]
+        nit_types = self.inner_output_types[n_states:lay.n_outputs]
         traces: list = [None] * lay.n_nit_sot
         state_taps = lay.state_taps
+        ran = n  # the steps that ran
         for t in range(n):
             args = [seq[t + o, ...] for seq, offs in zip(seqs, lay.seq_offsets) for o in offs]
             for buf, k, taps in zip(buffers, lengths, state_taps):
@@ -293,16 +306,22 @@ class Scan(Op):
                     raise ValueError(f"{self}: at step {t}, state output {q} has shape "
                                      f"{value.shape}, its previous value has {buf.shape[1:]}")
                 buf[k + t] = value
-            for i, value in enumerate(results[n_states:]):
+            for i, value in enumerate(results[n_states:lay.n_outputs]):
                 if traces[i] is None:
                     traces[i] = np.empty((n, *value.shape), dtype=nit_types[i].dtype)
                 elif value.shape != traces[i].shape[1:]:
                     raise ValueError(f"{self}: at step {t}, nit-sot output {i} has shape "
                                      f"{value.shape}, earlier steps gave {traces[i].shape[1:]}")
                 traces[i][t] = value
+            if lay.until and results[-1]:
+                ran = t + 1
+                break
         for i, t in enumerate(nit_types):
             if traces[i] is None:  # no step ran: unknown dimensions are empty
                 traces[i] = np.empty((0, *(0 if s is None else s for s in t.shape)), t.dtype)
+        if ran < n:  # the loop stopped early: the entries of the steps that ran
+            buffers = [buf[:k + ran] for buf, k in zip(buffers, lengths)]
+            traces = [tr[:ran] for tr in traces]
         for o, (storage, value) in enumerate(zip(outputs, buffers + traces)):
             kept = lay.kept(o)
             storage[0] = value if kept is None else value[-kept:].copy()
@@ -310,13 +329,16 @@ class Scan(Op):
     def infer_shape(self, fgraph, node, input_shapes):
         lay = self.layout
         n = node.inputs[0]
+
+        def leading(o, length):  # (a loop that may stop early: its outputs' lengths once run)
+            return shape_i(node.outputs[o], 0) if lay.until else length
         n_seqs, n_states = lay.n_seqs, lay.n_states
         lengths = lay.mit_sot_lengths + (1,) * lay.n_sit_sot
         shapes = []
         for q, k in enumerate(lengths):
             init_shape = input_shapes[1 + n_seqs + q]
             state_shape = tuple(init_shape[1:]) if q < lay.n_mit_sot else tuple(init_shape)
-            shapes.append((_kept_dim(add(n, k), lay.kept(q), k), *state_shape))
+            shapes.append((leading(q, _kept_dim(add(n, k), lay.kept(q), k)), *state_shape))
         if not lay.n_nit_sot:
             return shapes
         # nit-sot: the inner output shapes, when they depend on the inner inputs' shapes only
@@ -327,7 +349,7 @@ class Scan(Op):
             lead = j < n_seqs + lay.n_mit_sot
             for g in group:
                 known[placeholders[g]] = outer_shape[1:] if lead else outer_shape
-        inner_outs = rebuild_graph(self.fgraph, placeholders)[n_states:]
+        inner_outs = rebuild_graph(self.fgraph, placeholders)[n_states:lay.n_outputs]
         inner_shapes = infer_shapes(inner_outs, known)
         inner_vars = set(placeholders)
         outer_entries = {d for s in input_shapes for d in s if isinstance(d, Variable)}
@@ -336,7 +358,8 @@ class Scan(Op):
             # an inner shape that reads inner values is only known at run time
             if any(v in inner_vars for v in ancestors(shp, outer_entries)):
                 shp = tuple(shape_i(outer, d + 1) for d in range(out.type.ndim))
-            shapes.append((_kept_dim(n, lay.kept(n_states + i), 0), *shp))
+            shapes.append((leading(n_states + i, _kept_dim(n, lay.kept(n_states + i), 0)),
+                           *shp))
         return shapes
 
     # -- gradient and pruning ------------------------------------------------------------------
@@ -365,7 +388,8 @@ class Scan(Op):
         """
         lay = self.layout
         n_seqs, n_states = lay.n_seqs, lay.n_states
-        needed = set(keep_outputs)
+        # (the stopping condition, an inner output after the others, is always needed)
+        needed = set(keep_outputs) | ({lay.n_outputs} if lay.until else set())
         pattern = self.connection_pattern
         # a state is needed when a needed output reads one of its taps: close under that
         while True:
@@ -390,8 +414,9 @@ class Scan(Op):
             if offs:
                 seq_offsets.append(offs)
         inner_in = [g for j in in_groups for g in self.groups[j] if g in used]
-        if len(outs) == lay.n_outputs and len(inner_in) == lay.n_inner_inputs:
+        if len(outs) == lay.n_outputs + lay.until and len(inner_in) == lay.n_inner_inputs:
             return None
+        inner_outs, outs = outs, [o for o in outs if o < lay.n_outputs]
         n_mit = lay.n_mit_sot
         new_layout = ScanLayout(
             seq_offsets=tuple(seq_offsets),
@@ -400,10 +425,12 @@ class Scan(Op):
             n_nit_sot=sum(1 for q in outs if q >= n_states),
             n_non_seqs=sum(1 for j in in_groups if j >= n_seqs + n_states),
             keep=tuple(lay.keep[o] for o in outs) if lay.keep else (),
+            until=lay.until,
         )
         fresh = [t.make_variable() for t in self.inner_input_types]
         new_outs = rebuild_graph(self.fgraph, fresh)
-        new_op = Scan([fresh[g] for g in inner_in], [new_outs[o] for o in outs], new_layout)
+        new_op = Scan([fresh[g] for g in inner_in], [new_outs[o] for o in inner_outs],
+                      new_layout)
         return new_op, (0, *(1 + j for j in in_groups)), tuple(outs)
 
 
@@ -547,7 +574,7 @@ def scan_buffers(fn, sequences=None, outputs_info=None, non_sequences=None, n_st
         non_seq_vars = [v.type.make_variable(v.name) for v in non_seqs]
         args = [v for group in seq_vars for v in group]
         args += [v for group in state_vars for v in group]
-        result = fn(*args, *non_seq_vars)
+        result, cond = _split_until(fn(*args, *non_seq_vars))
         outs = _step_outputs(result, infos, explicit_infos)
         if not explicit_infos:
             infos = [(NIT_SOT, None, ())] * len(outs)
@@ -561,6 +588,7 @@ def scan_buffers(fn, sequences=None, outputs_info=None, non_sequences=None, n_st
     placeholders = set(args) | set(non_seq_vars)
     by_outer = dict(zip(non_seqs, non_seq_vars))
     replace = {}
+    outs = outs + ([cond] if cond is not None else [])  # (the condition last)
     for var in ancestors(outs, placeholders | set(non_seqs)):
         if var in placeholders or var in replace or isinstance(var, Constant):
             continue
@@ -583,11 +611,12 @@ def scan_buffers(fn, sequences=None, outputs_info=None, non_sequences=None, n_st
         n_sit_sot=len(sit),
         n_nit_sot=len(nit),
         n_non_seqs=len(non_seqs),
+        until=cond is not None,
     )
     inner_inputs = [v for group in seq_vars for v in group]
     inner_inputs += [v for k in mit + sit for v in state_vars[k]]
     inner_inputs += non_seq_vars
-    op = Scan(inner_inputs, [outs[k] for k in order], layout)
+    op = Scan(inner_inputs, [outs[k] for k in order] + outs[len(infos):], layout)
     inits = [infos[k][1] for k in mit + sit]
     results = op(n, *[x for x, _ in seqs], *inits, *non_seqs)
     results = [results] if isinstance(results, Variable) else results
@@ -603,6 +632,33 @@ def _tap_name(x, prefix, tap) -> str | None:
 
 def _out_name(k: int) -> str:
     return f"out{k}"
+
+
+class until:  # noqa: N801 - a marker users write as a function, as in PyTensor
+    """The stopping condition of a loop: a step returns `(outputs, vg.until(cond))` and the
+    loop stops after the first step whose `cond` (a 0-d value, true when nonzero) is true."""
+
+    def __init__(self, condition):
+        cond = as_tensor(condition)
+        if cond.ndim != 0:
+            raise ValueError(f"until: the condition must be 0-d, got shape "
+                             f"{_shape_str(cond.type.shape)}")
+        self.condition = cond if cond.dtype == "bool" else neq(cond, 0)
+
+    def __repr__(self):
+        return f"until({self.condition!r})"
+
+
+def _split_until(result):
+    """(the step's outputs, its stopping condition or None) from what a step returned."""
+    if isinstance(result, until):
+        raise ValueError("scan: the step function returned a stopping condition and no output")
+    if isinstance(result, (list, tuple)) and result and isinstance(result[-1], until):
+        outs = result[0] if len(result) == 2 else list(result[:-1])
+        return outs, result[-1].condition
+    if isinstance(result, (list, tuple)) and any(isinstance(r, until) for r in result):
+        raise ValueError("scan: vg.until(...) must come last in what the step function returns")
+    return result, None
 
 
 def _step_outputs(result, infos, explicit: bool) -> list[Variable]:
@@ -647,6 +703,33 @@ def _relaxed_state_types(outs, infos, state_types) -> list:
 # k accumulators (the gradient owed to each of its k most recent entries: PyTensor's mit-mot,
 # here as sit-sot carries); each differentiable non-sequence carries its running sum. Sequence
 # gradients are the backward loop's nit-sot outputs, added back at their offsets.
+def without_unused_outputs(outputs: list, keep=()) -> list:
+    """`outputs` computed by graphs whose Scans compute only what they need: each Scan node
+    whose outputs are not all read (by the graph or as `outputs`) is restricted to those
+    that are (Scan.restrict), once per node, but for the nodes of `keep` (the forward graph,
+    which other outputs read as it is). `grad` cleans its pullback with it, so a gradient's
+    backward loop carries no dead output."""
+    outputs = list(outputs)
+    done: set = set(keep)
+    while True:
+        nodes = toposort(outputs)
+        read = set(outputs) | {v for n in nodes for v in n.inputs}
+        for node in nodes:
+            if not isinstance(node.op, Scan) or node in done:
+                continue
+            done.add(node)
+            restricted = node.op.restrict([k for k, o in enumerate(node.outputs) if o in read])
+            if restricted is None:
+                continue
+            new_op, in_idx, out_idx = restricted
+            new = new_op.make_node(*[node.inputs[i] for i in in_idx])
+            outputs = graph_replace(outputs, {node.outputs[k]: v
+                                              for k, v in zip(out_idx, new.outputs)})
+            break
+        else:
+            return outputs
+
+
 def _without_unused_inputs(outputs: list) -> list:
     """The outputs of a Scan node (all of them) from a Scan without the inputs they do not
     read."""
@@ -676,6 +759,9 @@ def scan_grad(op, inputs, outputs, output_grads) -> list:
     inits = inputs[1 + n_seqs:1 + n_seqs + n_states]
     non_seqs = inputs[1 + n_seqs + n_states:]
     lengths = lay.mit_sot_lengths + (1,) * lay.n_sit_sot
+    if lay.until:  # the backward loop runs over the steps that ran
+        n = shape_i(outputs[0], 0)
+        n = sub(n, lengths[0]) if n_states else n
     state_taps = lay.state_taps
     out_types = [o.type for o in outputs]
     grads_out = [g if g.dtype == t.dtype else cast(g, t.dtype)

@@ -10,7 +10,8 @@ from verglas.ops.composite import Composite
 from verglas.ops.op_from_graph import OpFromGraph
 from verglas.ops.scan import Scan
 from verglas.graph.reference import ReferenceRunner
-from verglas.rewrite import PHASES, get_mode, rewrite_graph
+from verglas.rewrite import PHASES, RewriteProfile, get_mode, rewrite_graph
+from verglas.testing import verify_grad
 from verglas.rewrite import inner_graphs as ig
 
 
@@ -130,3 +131,25 @@ def test_naive_logsumexp_and_softmax_are_stable_wherever_they_sit():
         np.testing.assert_allclose(soft, np.exp(values - 1000.0) / np.sum(np.exp(values - 1000.0)),
                                    rtol=1e-12)
         np.testing.assert_allclose(scanned, [want, want + 1], rtol=1e-12)
+
+
+def test_unused_op_from_graph_outputs_are_removed():
+    a = vg.tensor("a", shape=(None,), dtype="float64")
+    b = vg.tensor("b", shape=(None,), dtype="float64")
+    op = OpFromGraph([a, b], [vg.exp(a) * 2, vg.sin(b), a + b])
+    x = vg.tensor("x", shape=(None,), dtype="float64")
+    y = vg.tensor("y", shape=(None,), dtype="float64")
+    p, q, r = op(x, y)
+    prof = RewriteProfile()
+    fg = FunctionGraph([x, y], [p * 3, op(y, x)[0]], clone=True)
+    rewrite_graph(fg, "fast_run", trace=prof)
+    graph = fg.freeze(dedup_nodes=not any(n.op.destroy_map for n in fg.apply_nodes))
+    assert prof.rewrites["ofg_remove_unused"][1] >= 1
+    nodes = [n for n in graph.toposort() if isinstance(n.op, OpFromGraph)]
+    assert nodes and all(len(n.outputs) == 1 and len(n.inputs) == 1 for n in nodes)
+    assert len({n.op for n in nodes}) == 1  # one new op, used twice
+    same_results([x, y], [p * 3, op(y, x)[0]], graph, [np.arange(3.0), np.ones(3)])
+    want = np.exp(np.arange(3.0)) * 6
+    got = vg.compile([x, y], p * 3)(np.arange(3.0), np.ones(3))
+    np.testing.assert_allclose(got, want)
+    verify_grad(lambda u, v: vg.sum(op(u, v)[0] * op(v, u)[0]), [np.arange(3.0), np.ones(3)])

@@ -25,9 +25,9 @@ try:  # numba's own lowering of np.empty's body (numba.np.arrayobj, stable for y
 except ImportError:  # pragma: no cover - then programs call np.empty
     _empty_nd_impl = _parse_shape = None
 
-__all__ = ["c_view", "c_row", "c_head", "empty_c", "scalars_at", "reshaped", "empty_expr", "zero_d", "ws_take",
-           "ws_add", "ws_reserve", "ws_carve", "float_to_int", "WORKSPACE_TOO_BIG",
-           "WORKSPACE_ALIGN"]
+__all__ = ["c_view", "c_row", "c_head", "empty_c", "scalars_at", "reshaped", "empty_expr",
+           "zero_d", "ws_take", "ws_add", "ws_reserve", "ws_carve", "float_to_int",
+           "WORKSPACE_TOO_BIG", "WORKSPACE_ALIGN"]
 
 WORKSPACE_ALIGN = 64  # bytes: every array carved from a workspace starts on a cache line
 

@@ -44,8 +44,9 @@ _SCALAR_REFS: dict = {}  # id(jitted scalar impl) -> ("scalar", op name, dtype)
 
 
 # intrinsics generated code calls, found again by name
-HELPER_REFS.update(scalars_at=scalars_at, c_view=c_view, c_row=c_row, c_head=c_head, empty_c=empty_c, ws_take=ws_take,
-                   ws_add=ws_add, ws_reserve=ws_reserve, ws_carve=ws_carve,
+HELPER_REFS.update(scalars_at=scalars_at, c_view=c_view, c_row=c_row, c_head=c_head,
+                   empty_c=empty_c, ws_take=ws_take, ws_add=ws_add, ws_reserve=ws_reserve,
+                   ws_carve=ws_carve,
                    prefer_wide_vectors=prefer_wide_vectors, half_round=half_round,
                    float_to_int=float_to_int)
 

@@ -162,6 +162,19 @@ class OpFromGraph(Op):
         state.pop("_grad", None)
         return state
 
+    def restrict(self, keep_outputs) -> tuple[OpFromGraph, tuple[int, ...], tuple[int, ...]] | None:
+        """An OpFromGraph computing only the outputs `keep_outputs` (their indices): `(new_op,
+        the old node's input indices it takes, the old output indices it gives)`, or None when
+        it would be this op."""
+        outs = sorted(set(keep_outputs))
+        ins = [i for i, row in enumerate(self.connection_pattern) if any(row[j] for j in outs)]
+        if len(outs) == len(self.output_types) and len(ins) == len(self.input_types):
+            return None
+        fresh = [t.make_variable() for t in self.input_types]
+        new_outs = rebuild_graph(self.fgraph, fresh)
+        new = OpFromGraph([fresh[i] for i in ins], [new_outs[j] for j in outs], self.inline)
+        return new, tuple(ins), tuple(outs)
+
     def make_node(self, *inputs):
         if len(inputs) != len(self.input_types):
             raise TypeError(f"{self}: expected {len(self.input_types)} inputs, got "

@@ -11,7 +11,9 @@ moved onto it, and an op used N times is rewritten once. Nested inner graphs are
 through the inner pipeline, which runs these rewrites again.
 
 `inline_op_from_graph` (phase "canonicalize") replaces a node of an OpFromGraph built with
-`inline=True` by its inner graph rebuilt on the node's inputs.
+`inline=True` by its inner graph rebuilt on the node's inputs; `ofg_remove_unused` (same
+phase) gives a node whose outputs are not all read a new OpFromGraph computing only those
+that are.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from verglas.rewrite.registry import Mode, get_mode, register
 from verglas.rewrite.trace import Tracer
 
 __all__ = ["InnerGraphOptimizer", "InnerGraphsInplace", "inline_op_from_graph",
-           "inner_graphs_inplace", "optimize_inner_graphs", "optimized_op"]
+           "inner_graphs_inplace", "ofg_remove_unused", "optimize_inner_graphs", "optimized_op"]
 
 def optimized_op(op, mode: Mode, tracer: Tracer | None = None):
     """`op` (an OpFromGraph or Scan) with its inner graph rewritten by `mode`'s pipeline: a new
@@ -107,6 +109,25 @@ class InnerGraphsInplace(_EachInnerOp):
 optimize_inner_graphs = register(InnerGraphOptimizer(), phase="optimize_inner_graphs",
                                  tags=("fast_run", "fast_compile"))
 inner_graphs_inplace = register(InnerGraphsInplace(), phase="inplace", tags=("fast_run",))
+
+
+@register(phase="canonicalize", tags=("fast_run", "fast_compile"))
+@node_rewriter(OpFromGraph)
+def ofg_remove_unused(fgraph, node):
+    """OpFromGraph -> a new OpFromGraph without the outputs nobody reads (nor the inputs only
+    they read): its sub-program computes nothing that is thrown away."""
+    used = [k for k, out in enumerate(node.outputs) if fgraph.clients[out]]
+    if not used:
+        return None
+    restricted = node.op.restrict(used)
+    if restricted is None:
+        return None
+    new_op, in_idx, out_idx = restricted
+    new = new_op.make_node(*[node.inputs[i] for i in in_idx])
+    result = list(node.outputs)
+    for k, var in zip(out_idx, new.outputs):
+        result[k] = var
+    return result
 
 
 @register(phase="canonicalize", tags=("fast_run", "fast_compile"))

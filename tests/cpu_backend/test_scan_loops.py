@@ -150,3 +150,27 @@ def test_loops_that_stop_early(x0, n, scale):
     got = compare_backend(inputs, outputs, [np.float64(x0), np.int64(n), np.ones(3) * scale])
     assert got[0].shape[0] <= n and got[1].shape[0] == got[2].shape[0] <= n
     assert "until" in str(compile_pair(inputs, outputs)[0].program)
+
+
+def test_a_state_updated_in_place_lives_in_one_row():
+    """A gradient's accumulator of a bias (its last value alone is read): the backward body
+    adds into its previous value (inplace: that value is dead after the step) and the loop
+    keeps one row for it. (Static lengths prove that the sum keeps the state's shape: a state
+    of run-time length is not overwritten, the loop checks its shape after the step.)"""
+    x = vg.tensor("x", shape=(None, 5), dtype="float64")
+    h0 = vg.tensor("h0", shape=(5,), dtype="float64")
+    b = vg.tensor("b", shape=(5,), dtype="float64")
+    hs = vg.scan(lambda x_t, h: vg.tanh(h * 0.5 + x_t + b), sequences=x, outputs_info=h0)
+    inputs, outputs = [x, h0, b], vg.grad(vg.sum(hs**2), [b, h0])
+    g = rng(8)
+    for steps in (0, 1, 6):
+        compare_backend(inputs, outputs, [g.normal(size=(steps, 5)), g.normal(size=5),
+                                          g.normal(size=5)])
+    f, _ = compile_pair(inputs, outputs)
+    backward = [s for s in _scans(f) if s.loop.in_place]
+    assert backward, str(f.program)
+    (q,) = backward[0].loop.in_place
+    assert (q, 1) in backward[0].loop.rings
+    assert f"updated in place: state{q}" in str(f.program)
+    body = backward[0].node.op.fgraph
+    assert body.dedup_nodes is False and any(n.op.destroy_map for n in body.toposort())

@@ -210,3 +210,26 @@ def test_inline_constant_non_sequences(rnn_values):
         want.append(h)
     check([x, h0], [hs], graph, rnn_values[:2], [np.array(want)])
     grads_through(graph, rnn_values[:2])
+
+
+def test_merge_loops_over_the_same_sequences(rnn_values):
+    x, h0, w, u = rnn_vars()
+    sums = vg.scan(lambda x_t, s: s + x_t, sequences=x, outputs_info=vg.zeros(3))
+    hs = vg.scan(lambda x_t, h: vg.tanh(h * 0.5 + x_t * h), sequences=x, outputs_info=h0)
+    graph, fires = rewrite([x, h0], [sums, hs])
+    assert fires["scan_merge"] >= 1
+    (node,) = scans(graph)
+    assert node.op.layout.n_sit_sot == 2 and node.op.layout.n_seqs == 1
+    x_, h0_ = rnn_values[:2]
+    want, h = [], h0_
+    for x_t in x_:
+        h = np.tanh(h * 0.5 + x_t * h)
+        want.append(h)
+    check([x, h0], [sums, hs], graph, rnn_values[:2], [np.cumsum(x_, axis=0), np.array(want)])
+    grads_through(graph, rnn_values[:2])
+    # a loop over the same sequence that reads the other's result stays a loop of its own
+    chained = vg.scan(lambda x_t, a, c: a + x_t * c, sequences=x, outputs_info=vg.zeros(3),
+                      non_sequences=sums[-1])
+    graph, fires = rewrite([x], [chained, sums])
+    assert len(scans(graph)) == 2
+    check([x], [chained, sums], graph, rnn_values[:1])

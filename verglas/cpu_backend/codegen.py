@@ -104,6 +104,7 @@ class ProgramSource:
         # the depth of the function's straight-line code, where facts learned hold below: 1,
         # or 2 in a repeat's loop (the same statements, run every iteration, at least once)
         self.straight_depth = 1
+        self.repeats = 0  # how many repeats' loops the code being emitted sits in
 
     def child(self, name: str) -> ProgramSource:
         """A source for one extra function sharing this one's globals and name allocator.
@@ -535,7 +536,9 @@ class _Storage:
             return None
         s_in, s_out = slots[source], slots[bid]
         buffers = program.buffers
-        if (s_in not in self.slot_storage or buffers[source].is_output
+        # (a loop body's outputs are copied out by the loop: they need no arrays of their own)
+        owned = self.root is self
+        if (s_in not in self.slot_storage or (owned and buffers[source].is_output)
                 or buffers[bid].dtype != buffers[source].dtype):
             return None  # (its array is a view of an input, or returned as it is)
         # when the array of `source` is last needed (its inplace results share its slot)
@@ -543,10 +546,11 @@ class _Storage:
                   if slot == s_in and live[b][0] <= step)
         destroyed = {b.takes_over for b in buffers if b.takes_over is not None
                      and live[b.id][0] > step}
-        if end > step and (source in destroyed or bid in destroyed or buffers[bid].is_output):
+        if end > step and (source in destroyed or bid in destroyed
+                           or (owned and buffers[bid].is_output)):
             return None
         if live[bid][1] > end:
-            if self.src.straight_depth > 1:
+            if self.src.repeats:
                 return None  # (in a repeat's loop every iteration must find the same arrays)
             array = self.slot_storage[s_in]
             previous = self.slot_storage.get(s_out)
@@ -708,6 +712,7 @@ def _emit_repeat(rep: Repeat, program, src: ProgramSource, names: _Names, emit_u
     em.line(f"for {rp} in range({rep.count}):")
     with em.indent():
         src.straight_depth += 1
+        src.repeats += 1
         outer = {}
         for array, d in rep.shifted:  # the body reads a[i] of a[d * rp:]
             outer[array] = names[array]
@@ -726,6 +731,7 @@ def _emit_repeat(rep: Repeat, program, src: ProgramSource, names: _Names, emit_u
         for (_, y), (_, var, *_) in zip(rep.carried, hidden):
             em.line(f"{var} = {names[y]}")
         src.straight_depth -= 1
+        src.repeats -= 1
     names.update(outer)
     for x, _, name, scalar, vector in hidden:  # X as it was outside the loop
         names[x] = name

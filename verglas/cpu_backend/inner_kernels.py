@@ -252,7 +252,7 @@ def _emit_scan(op, ctx) -> None:
                 for i in range(len(window) - 1, 0, -1):
                     ctx.line(f"{window[i]} = {window[i - 1]}")
                 ctx.line(f"{window[0]} = {new}")
-            elif state.q not in directed:
+            elif state.q not in directed and state.q not in loop.in_place:
                 ctx.line(f"if {value}.shape != {state.buf}.shape[1:]:")
                 with ctx.indent():
                     ctx.raise_("ValueError", f"{op}: a step gave state output {state.q} a "

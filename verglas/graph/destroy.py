@@ -102,11 +102,15 @@ def _destroyed(node) -> list:
 
 
 class DestroyHandler(Feature):
-    """Validates the destroyers of a FunctionGraph (raises InconsistencyError)."""
+    """Validates the destroyers of a FunctionGraph (raises InconsistencyError).
 
-    provides = ("destroyers",)
+    `destroyable`: graph inputs the graph may overwrite (a loop body's previous state, which
+    no one reads after the step): not protected."""
 
-    def __init__(self):
+    provides = ("destroyers", "destroyable")
+
+    def __init__(self, destroyable=()):
+        self._destroyable = frozenset(destroyable)
         self._destroyers: dict = {}  # node -> None, in insertion order
         self._dirty_nodes: set = set()
         self._dirty_vars: set = set()
@@ -117,6 +121,10 @@ class DestroyHandler(Feature):
     def destroyers(self, fgraph) -> list:
         """The nodes of the graph that overwrite an input."""
         return list(self._destroyers)
+
+    def destroyable(self, fgraph) -> frozenset:
+        """The graph inputs the graph may overwrite."""
+        return self._destroyable
 
     def _index(self, node) -> None:
         for i in _destroyed(node):
@@ -137,7 +145,7 @@ class DestroyHandler(Feature):
         self._by_var = {}
         for node in self._destroyers:
             self._index(node)
-        self._inputs = frozenset(fgraph.inputs)
+        self._inputs = frozenset(fgraph.inputs) - self._destroyable
         self._dirty_nodes = set(self._destroyers)
         self._dirty_vars = set()
         self._pos = None

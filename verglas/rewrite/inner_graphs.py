@@ -21,6 +21,7 @@ from __future__ import annotations
 import time
 
 from verglas.graph import InconsistencyError
+from verglas.graph.destroy import DestroyHandler
 from verglas.ops.op_from_graph import OpFromGraph, inline_ofg
 from verglas.ops.scan import Scan
 from verglas.rewrite.engine import GraphRewriter, node_rewriter
@@ -35,6 +36,9 @@ def optimized_op(op, mode: Mode, tracer: Tracer | None = None):
     """`op` (an OpFromGraph or Scan) with its inner graph rewritten by `mode`'s pipeline: a new
     op, or `op` itself when nothing changed."""
     inner = op.fgraph.unfreeze()
+    overwritable = getattr(op, "overwritable_inputs", ())
+    if overwritable:  # (inplace may overwrite those inputs: a loop's dead previous state)
+        inner.attach_feature(DestroyHandler([inner.inputs[i] for i in overwritable]))
     sub = Tracer(strict=tracer.strict if tracer is not None else False)
     if tracer is not None:
         sub.echo, sub.file, sub.profile = tracer.echo, tracer.file, tracer.profile

@@ -35,9 +35,12 @@ def guard_inplace(fgraph) -> None:
 def _candidate(fgraph, var, out, memo: dict | None) -> bool:
     """Cheap necessary conditions for `out` to overwrite `var` (the handler decides); `memo`
     None: `out` has `var`'s shape by construction."""
-    if var.owner is None or isinstance(var, Constant) or var.dtype != out.dtype:
-        return False  # roots are graph inputs or constants: protected
-    if var.owner.op.view_map.get(var.index):
+    if isinstance(var, Constant) or var.dtype != out.dtype:
+        return False
+    if var.owner is None:
+        if var not in fgraph.destroyable():
+            return False  # graph inputs are protected, but for those the graph may overwrite
+    elif var.owner.op.view_map.get(var.index):
         return False  # a view may be strided: a result in it would not be contiguous
     if any(client == "output" for client, _ in fgraph.clients[var]):
         return False

@@ -1,5 +1,7 @@
 """Loop rewrites of Scan (phase "scan"), one job each, each a ScanRewriter traced by its name:
 
+- `scan_merge`: two loops over the same sequences for the same number of steps, neither
+  reading the other, become one loop computing both bodies (one pass over the sequences).
 - `scan_merge_inputs`: a sequence or non-sequence given twice (the same outer variable) is
   read once: the body's two inner variables become one.
 - `scan_inline_constants`: a constant non-sequence becomes a constant of the body (folded,
@@ -36,7 +38,7 @@ from verglas.rewrite.registry import register
 from verglas.rewrite.scan import ScanRewriter, reads_last_only
 from verglas.rewrite.scan_parts import NitSot, ScanParts
 
-__all__ = ["scan_merge_inputs", "scan_inline_constants", "scan_hoist_invariants",
+__all__ = ["scan_merge", "scan_merge_inputs", "scan_inline_constants", "scan_hoist_invariants",
            "scan_push_out_seqs", "scan_push_out_outputs", "scan_push_out_sums"]
 
 TAGS = ("fast_run",)
@@ -53,6 +55,37 @@ def _fits(inner_type, outer_row_type) -> bool:
 
 def _row_type(var):
     return var.type.clone(shape=var.type.shape[1:])
+
+
+class ScanMerge(ScanRewriter):
+    """See the module docstring."""
+
+    name = "scan_merge"
+
+    def rewrite(self, fgraph, node):
+        if node.op.layout.until or not node.op.layout.n_seqs:
+            return None
+        seqs = set(node.inputs[1:1 + node.op.layout.n_seqs])
+        for other in fgraph.toposort():
+            lay = getattr(other.op, "layout", None)
+            if (other is node or not isinstance(other.op, type(node.op)) or lay.until
+                    or other.inputs[0] is not node.inputs[0]
+                    or set(other.inputs[1:1 + lay.n_seqs]) != seqs
+                    or _reads(other, node) or _reads(node, other)):
+                continue
+            parts, more = ScanParts.of(node), ScanParts.of(other)
+            parts.seqs += more.seqs
+            parts.states += more.states
+            parts.nits += more.nits
+            parts.non_seqs += more.non_seqs
+            return parts.build()[1]
+        return None
+
+
+def _reads(node, other) -> bool:
+    """Whether `node` depends on an output of `other`."""
+    outs = set(other.outputs)
+    return any(v in outs for v in ancestors(node.inputs))
 
 
 class ScanMergeInputs(ScanRewriter):
@@ -376,6 +409,7 @@ def _ancestors_within(var, among: set) -> set:
     return seen
 
 
+scan_merge = register(ScanMerge(), phase="scan", tags=TAGS)
 scan_merge_inputs = register(ScanMergeInputs(), phase="scan", tags=TAGS)
 scan_inline_constants = register(ScanInlineConstants(), phase="scan", tags=TAGS)
 scan_hoist_invariants = register(ScanHoistInvariants(), phase="scan", tags=TAGS)

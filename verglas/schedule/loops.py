@@ -10,6 +10,9 @@ no call, no tuple and no allocation per step. Two decisions say how values cross
   not a body input, a constant, a view or an inplace result, and overwritten by no later
   body step) is computed straight into its row of the outer buffer; the others are copied
   into their rows once the body has run.
+- in place: a state the body updates in place (its previous value, dead after the step,
+  overwritten by an inplace op: Scan.overwritable_inputs) lives in one row, read and written
+  by every step, with no copy.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ class Loop:
     # writes into a ring of at most that many rows (a state: the entries kept and those its
     # taps read; a 0-d state none when its window holds every entry kept)
     rings: tuple[tuple[int, int], ...] = ()
+    in_place: tuple[int, ...] = ()  # states the body updates in place, in one row
 
     def describe(self, buffer_names) -> list[str]:
         """One line per decision; states are named `state<q> (<its outer buffer's name>)`."""
@@ -41,6 +45,8 @@ class Loop:
             lines.append(f"in registers across steps: {states(self.registers)}")
         if self.direct:
             lines.append(f"computed straight into their rows: {states(self.direct)}")
+        if self.in_place:
+            lines.append(f"updated in place: {states(self.in_place)}")
         if self.rings:
             lines.append("rings of " + ", ".join(f"{rows} rows for {buffer_names[o]}"
                                                  for o, rows in self.rings))
@@ -77,6 +83,10 @@ def plan_loop(op, sub) -> Loop | None:
             continue
         direct.append(q)
     lengths = layout.mit_sot_lengths + (1,) * layout.n_sit_sot
+    in_place = tuple(q for q in range(layout.n_states) if q not in registers
+                     and op.groups[layout.n_seqs + q][0] in op.overwritable_inputs
+                     and _storage_of(sub, sub.outputs[q])
+                     == sub.inputs[op.groups[layout.n_seqs + q][0]])
     rings = []
     for o in range(layout.n_outputs):
         kept = layout.kept(o)
@@ -84,8 +94,18 @@ def plan_loop(op, sub) -> Loop | None:
             continue
         if o >= layout.n_states:
             rings.append((o, kept))
+        elif o in in_place:
+            rings.append((o, 1))
         elif o not in registers:
             rings.append((o, max(kept, lengths[o] + 1)))
         elif kept > lengths[o]:
             rings.append((o, kept))
-    return Loop(registers, tuple(direct), tuple(rings))
+    return Loop(registers, tuple(direct), tuple(rings), in_place)
+
+
+def _storage_of(program, bid: int) -> int:
+    """The buffer whose storage buffer `bid` lives in (through views and inplace results)."""
+    buf = program.buffers[bid]
+    while buf.view_of is not None or buf.takes_over is not None:
+        buf = program.buffers[buf.view_of if buf.view_of is not None else buf.takes_over]
+    return buf.id

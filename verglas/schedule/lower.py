@@ -20,8 +20,10 @@ from verglas.schedule.variants import adopted_steps, broadcast_checks
 __all__ = ["lower"]
 
 
-def lower(graph, input_names=(), _cache=None) -> Program:
-    """The Program of `graph`; inner-graph ops get a sub-Program, one per distinct op."""
+def lower(graph, input_names=(), _cache=None, loop_body: bool = False) -> Program:
+    """The Program of `graph`; inner-graph ops get a sub-Program, one per distinct op (a
+    Scan's is a `loop_body`: its outputs are copied out, or computed into their rows, by the
+    loop, so they need no arrays of their own)."""
     cache = {} if _cache is None else _cache
     buffers: list[Buffer] = []
     index: dict = {}
@@ -59,8 +61,9 @@ def lower(graph, input_names=(), _cache=None) -> Program:
         if inner is not None:
             sub = cache.get(node.op)
             if sub is None:
-                names = body_input_names(node.op.layout) if isinstance(node.op, Scan) else ()
-                sub = cache[node.op] = lower(inner, names, cache)
+                body = isinstance(node.op, Scan)
+                names = body_input_names(node.op.layout) if body else ()
+                sub = cache[node.op] = lower(inner, names, cache, loop_body=body)
         steps.append(Step(len(steps), node, tuple(in_ids), tuple(out_ids), sub, tuple(element),
                           plan_loop(node.op, sub) if sub is not None else None))
     for var in graph.outputs:
@@ -97,7 +100,8 @@ def lower(graph, input_names=(), _cache=None) -> Program:
     return Program(graph, tuple(buffers), tuple(steps), inputs, outputs, shapes, tuple(live),
                    tuple(slots), tuple(specs), tuple(input_names), tuple(groups), tuple(runs),
                    "specialized", broadcast_checks(steps, shapes),
-                   adopted_steps(steps, buffers, outputs, live, slots, in_runs), maps)
+                   adopted_steps(steps, buffers, () if loop_body else outputs, live, slots,
+                                 in_runs), maps)
 
 
 def element_reads(nodes, outputs) -> dict:

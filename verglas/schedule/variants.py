@@ -67,9 +67,12 @@ def adopted_steps(steps, buffers, outputs, live, slots, excluded=frozenset()) ->
     destroyed (inplace) while the other still needs the array, and, where the result outlives
     the input's slot (the two slots then swap arrays), neither slot holds a program output.
     `excluded`: steps that may not (a repeat's, whose iterations must find the same arrays).
+    `outputs`: the outputs that must own their arrays (none for a loop body: the loop copies
+    them out before the next step).
     """
     if not slots:
         return frozenset()
+    outputs = set(outputs)
     output_slots = {slots[b] for b in outputs if slots[b] is not None}
     out = set()
     for step in steps:
@@ -77,14 +80,14 @@ def adopted_steps(steps, buffers, outputs, live, slots, excluded=frozenset()) ->
                 or step.index in excluded):
             continue
         g, o = step.inputs[0], step.outputs[0]
-        if slots[g] is None or slots[o] is None or buffers[g].is_output:
+        if slots[g] is None or slots[o] is None or g in outputs:
             continue
         s_in = slots[g]
         end = max(live[b][1] for b in range(len(buffers))
                   if slots[b] == s_in and live[b][0] <= step.index)
         destroyed = {b.takes_over for b in buffers
                      if b.takes_over is not None and live[b.id][0] > step.index}
-        if end > step.index and (g in destroyed or o in destroyed or buffers[o].is_output):
+        if end > step.index and (g in destroyed or o in destroyed or o in outputs):
             continue
         if live[o][1] > end and (s_in in output_slots or slots[o] in output_slots):
             continue

@@ -182,6 +182,15 @@ class Scan(Op):
     def inner_graph(self) -> FrozenFunctionGraph:
         return self.fgraph
 
+    @property
+    def overwritable_inputs(self) -> tuple[int, ...]:
+        """Inner input positions the body may overwrite (inplace): the previous value of a
+        sit-sot of which the op keeps the last entry only, which nothing reads after the step
+        (the loop then keeps one row for it, updated in place)."""
+        lay = self.layout
+        return tuple(self.groups[lay.n_seqs + q][0] for q in range(lay.n_mit_sot, lay.n_states)
+                     if lay.kept(q) == 1)
+
     def replace(self, **changes) -> Scan:
         """This op with `fgraph` and/or `layout` changed (self when nothing changes)."""
         fgraph = changes.pop("fgraph", self.fgraph)

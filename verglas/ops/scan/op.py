@@ -23,10 +23,12 @@ from verglas.graph.op import Op
 from verglas.graph.traversal import ancestors, graph_replace, toposort
 from verglas.graph.types import TensorType
 from verglas.ops.autodiff import vjp
-from verglas.ops.basic import as_tensor, constant, shape_i, stack
-from verglas.ops.indexing import inc_subtensor
+from verglas.ops.basic import DimShuffle, as_tensor, constant, shape_i, stack
+from verglas.ops.elemwise import Elemwise
+from verglas.ops.indexing import IncSubtensor, inc_subtensor
 from verglas.ops.math import add, cast, minimum, neq, sub, zeros_like
 from verglas.ops.op_from_graph import connection_pattern, infer_shapes, rebuild_graph, run_inner
+from verglas.ops.scalar import Second
 
 __all__ = ["Scan", "ScanLayout", "scan_buffers", "until", "without_unused_outputs", "SIT_SOT",
            "MIT_SOT", "NIT_SOT"]
@@ -755,6 +757,27 @@ def _is_float(t) -> bool:
     return np.dtype(t.dtype).kind in "fc"
 
 
+def _steps_cotangent(g, k: int) -> tuple:
+    """(the cotangent of a state output's entries from `k` on, True) when `g` is that added
+    into zeros (the gradient of `out[k:]`, of those entries' shape as every gradient has its
+    variable's: the entries before `k` get none), else (None, False)."""
+    inc = g.owner
+    if (inc is None or not isinstance(inc.op, IncSubtensor) or inc.op.set_instead_of_inc
+            or inc.op.idx_list != (("slice", True, False, False),)
+            or not isinstance(inc.inputs[2], Constant) or int(inc.inputs[2].data) != k
+            or inc.inputs[1].ndim != g.ndim or inc.inputs[1].dtype != g.dtype):
+        return None, False
+    base = inc.inputs[0].owner
+    if base is None or not (isinstance(base.op, Elemwise)
+                            and isinstance(base.op.scalar_op, Second)):
+        return None, False
+    fill = base.inputs[1]
+    while fill.owner is not None and isinstance(fill.owner.op, DimShuffle):
+        fill = fill.owner.inputs[0]  # (a 0-d zero broadcast to the rank)
+    zero = isinstance(fill, Constant) and not np.any(fill.data)
+    return (inc.inputs[1], True) if zero else (None, False)
+
+
 def _reversed_window(x, start: int, n):
     """x[start : start + n] reversed: entry i is x[start + n - 1 - i]."""
     return x[start:start + n][::-1]
@@ -784,7 +807,11 @@ def scan_grad(op, inputs, outputs, output_grads) -> list:
         return [None] * len(inputs)
 
     # backward sequences, all reversed: step-output cotangents, then the forward body's inputs
-    b_seqs = [_reversed_window(grads_out[q], lengths[q], n) for q in f_states]
+    # a state's cotangent is mostly the gradient of `out[k:]` (the steps, as vg.scan returns
+    # them) added into zeros: read that gradient itself (no zeros of the whole trace)
+    tails = {q: _steps_cotangent(grads_out[q], lengths[q]) for q in f_states}
+    b_seqs = [tails[q][0][::-1] if tails[q][1] else _reversed_window(grads_out[q], lengths[q], n)
+              for q in f_states]
     b_seqs += [grads_out[n_states + i][::-1] for i in f_nits]
     b_seqs += [_reversed_window(x, o, n) for x, offs in zip(seqs, lay.seq_offsets)
                for o in offs]
@@ -857,12 +884,13 @@ def scan_grad(op, inputs, outputs, output_grads) -> list:
     k = 0
     for q in f_states:
         window, k = finals[k:k + lengths[q]], k + lengths[q]
-        g = grads_out[q]
+        g, steps_only = grads_out[q], tails[q][1]
         if q < n_mit:  # entry r of the initial value is owed window[k - 1 - r]
-            rows = [g[r] + window[lengths[q] - 1 - r] for r in range(lengths[q])]
+            rows = [window[lengths[q] - 1 - r] if steps_only else
+                    g[r] + window[lengths[q] - 1 - r] for r in range(lengths[q])]
             result[1 + n_seqs + q] = stack(rows)
         else:
-            result[1 + n_seqs + q] = g[0] + window[0]
+            result[1 + n_seqs + q] = window[0] if steps_only else g[0] + window[0]
     for w, total in zip(f_non_seqs, finals[k:]):
         result[1 + n_seqs + n_states + w] = total
     return result

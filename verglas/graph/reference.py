@@ -17,8 +17,11 @@ __all__ = ["ReferenceRunner"]
 class ReferenceRunner:
     """Evaluates a FrozenFunctionGraph node by node with numpy."""
 
-    def __init__(self, graph: FrozenFunctionGraph):
+    def __init__(self, graph: FrozenFunctionGraph, writable_inputs=()):
+        """`writable_inputs`: positions of the graph inputs its inplace ops may overwrite (a
+        loop body's dead previous state, Scan.overwritable_inputs): handed over as they are."""
         self.graph = graph
+        self.writable = frozenset(writable_inputs)
         self.nodes = graph.toposort()
         # free each intermediate after its last use
         last_use: dict = {}
@@ -32,14 +35,16 @@ class ReferenceRunner:
                 self.free_after[k].append(var)
         # inputs an inplace op overwrites, when they are intermediates (graph inputs and
         # constants stay read-only, so an op destroying one fails loudly)
+        writable = {graph.inputs[i] for i in self.writable}
         self.destroyed = [[i for ins in node.op.destroy_map.values() for i in ins
-                           if node.inputs[i].owner is not None] for node in self.nodes]
+                           if node.inputs[i].owner is not None or node.inputs[i] in writable]
+                          for node in self.nodes]
 
     def __call__(self, args: list) -> list:
         values: dict = {}
-        for var, arg in zip(self.graph.inputs, args):
+        for k, (var, arg) in enumerate(zip(self.graph.inputs, args)):
             view = arg.view()
-            view.flags.writeable = False
+            view.flags.writeable = k in self.writable and arg.flags.writeable
             values[var] = view
         for k, node in enumerate(self.nodes):
             inputs = [values[v] if not isinstance(v, Constant) else v.data for v in node.inputs]

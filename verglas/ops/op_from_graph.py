@@ -81,7 +81,8 @@ def run_inner(op, inputs: list) -> list:
     """Run `op.fgraph` on numpy `inputs` with a ReferenceRunner cached on the op."""
     runner = op.__dict__.get("_runner")
     if runner is None:
-        runner = op.__dict__["_runner"] = ReferenceRunner(op.fgraph)
+        runner = op.__dict__["_runner"] = ReferenceRunner(
+            op.fgraph, getattr(op, "overwritable_inputs", ()))
     return runner(inputs)
 
 

@@ -676,9 +676,11 @@ def _plan_scan(g):
         pre = [Node("cast", (V(k),), {"dtype": init.dtype.name, "spelling": "method"}),
                Node("getitem", (V(c),), {"template": (0,)})]
         return pre + [Node("scan_acc", (V(c + 1), V(k)),
-                           {"body": nodes, "out": len(values) - 1, "last": g.chance(0.4)})]
+                           {"body": nodes, "out": len(values) - 1, "last": g.chance(0.4),
+                            "until": g.chance(0.3)})]
     return [Node("scan_acc", (init_arg, V(k)),
-                 {"body": nodes, "out": len(values) - 1, "last": g.chance(0.4)})]
+                 {"body": nodes, "out": len(values) - 1, "last": g.chance(0.4),
+                  "until": g.chance(0.3)})]
 
 
 _PLANS = (_plan_unary, _plan_binary, _plan_where, _plan_clip, _plan_cast, _plan_like,

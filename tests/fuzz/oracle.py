@@ -599,15 +599,19 @@ class NumpyXP:
         steps = [evaluate(body, self, [s[t] for s in seqs])[out] for t in range(len(seqs[0]))]
         return np.stack([np.asarray(v) for v in steps])
 
-    def scan_acc(self, init, *seqs, body, out, last=False):
+    def scan_acc(self, init, *seqs, body, out, last=False, until=False):
         from tests.fuzz.program import evaluate
 
         h = np.asarray(init)
         seqs = [np.asarray(s) for s in seqs]
         trace = []
         for t in range(len(seqs[0])):
-            h = self.cast(evaluate(body, self, [h, *[s[t] for s in seqs]])[out], h.dtype)
-            trace.append(h)
+            new = self.cast(evaluate(body, self, [h, *[s[t] for s in seqs]])[out], h.dtype)
+            trace.append(new)
+            stop = until and bool(np.all(new == h))  # a fixed point: the loop stops
+            h = new
+            if stop:
+                break
         trace = np.stack(trace)
         return trace[-1] if last else trace
 

@@ -218,10 +218,12 @@ class VerglasXP:
 
         return vg.scan(step, sequences=list(seqs))
 
-    def scan_acc(self, init, *seqs, body, out, last=False):
+    def scan_acc(self, init, *seqs, body, out, last=False, until=False):
         def step(*args):
             *slices, h = args
-            return evaluate(body, self, [h, *slices])[out].astype(init.dtype)
+            new = evaluate(body, self, [h, *slices])[out].astype(init.dtype)
+            # with `until`: stop at a fixed point (the state no longer changes)
+            return (new, vg.until(vg.all(vg.eq(new, h)))) if until else new
 
         trace = vg.scan(step, sequences=list(seqs), outputs_info=init)
         return trace[-1] if last else trace
@@ -341,9 +343,10 @@ def _inner_source(node, args, namer) -> str:
     names = _body_names(kw["body"], params)
     body = "; ".join(_body_lines(kw["body"], params, namer))
     tail = "[-1]" if kw.get("last") else ""
+    new = f"{names[kw['out']]}.astype(h.dtype)"
+    ret = f"({new}, vg.until(vg.all(vg.eq({new}, h))))" if kw.get("until") else new
     return (f"vg.scan(lambda {', '.join(params[1:] + ['h'])}: <{body}; return "
-            f"{names[kw['out']]}.astype(h.dtype)>, sequences=[{', '.join(args[1:])}], "
-            f"outputs_info={args[0]}){tail}")
+            f"{ret}>, sequences=[{', '.join(args[1:])}], outputs_info={args[0]}){tail}")
 
 
 def _body_names(body, params):

@@ -523,3 +523,14 @@ def test_save_mem_leaves_a_statically_sliced_trace_alone():
     values = [np.array([0, 0], dtype="int16")]
     same(run([x0], [last], values)[0], np.float32(10.92623519897461))
     same(run([x0], [last], values, mode="reference")[0], np.float32(10.92623519897461))
+
+
+def test_a_loop_body_reads_an_element_of_a_sequence_as_an_array():
+    """A 1-d sequence's elements reach the body as scalars; argmin asked whether such an input
+    was contiguous, and the body knew nothing of it (seed 379, KeyError at compile)."""
+    x0, x1 = t("x0", (None,), "bool"), t("x1", (None,), "uint8")
+    v2 = vg.scan(lambda s0: vg.argmin(s0, axis=None, keepdims=False), sequences=[x0])
+    v4 = vg.true_divide(x1, vg.softplus(v2))
+    values = [np.array([False, True]), np.array([0, 7], dtype="uint8")]
+    want = np.array([0, 7], np.uint8) / np.logaddexp(0, np.array([0, 0], np.int64))
+    same(run([x0, x1], [v4], values)[0], want, rtol=1e-15)

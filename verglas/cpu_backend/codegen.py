@@ -385,6 +385,7 @@ class StepContext(EmitContext):
             if binding[0] == "scalar":
                 names.scalars[b] = binding[1]
                 names.pending[b] = (names.name_of(b), program.buffers[b].ndim)
+                contiguous[b] = True  # (an array made of it, where a kernel needs one, is)
                 continue
             _, name, layout, lengths = binding
             names[b] = name

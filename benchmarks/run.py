@@ -53,6 +53,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--name", help="record name (default: <device>, or <device>-quick)")
     p.add_argument("--compile-timeout", type=float, default=300,
                    help="seconds before a compile probe is reported as a timeout (default 300)")
+    p.add_argument("--compile-programs", default=",".join(programs.COMPILE_PROGRAMS),
+                   help="comma-separated programs the compile runs measure (default: "
+                        f"{','.join(programs.COMPILE_PROGRAMS)})")
     return p.parse_args(argv)
 
 
@@ -218,14 +221,18 @@ def main(argv: list[str] | None = None) -> int:
     fws = peers.frameworks(device)
     reasons = {fw.name: unavailable(fw) for fw in fws}
     fw_names = [fw.name for fw in fws]
-    n_compile = 2 * len(programs.COMPILE_PROGRAMS) * len(compile_times.FRAMEWORKS[device])
+    compile_programs = [n for n in args.compile_programs.split(",") if n]
+    unknown = [n for n in compile_programs if n not in programs.PROGRAMS]
+    if unknown:
+        raise SystemExit(f"unknown compile program(s): {', '.join(unknown)}")
+    n_compile = 2 * len(compile_programs) * len(compile_times.FRAMEWORKS[device])
     progress = Progress(len(cases) * len(fws) + (n_compile if want_compile else 0))
     results = []
     for case in cases:
         results += run_case(case, fws, reasons, args.repeat, device, progress)
     compiles = []
     if want_compile:
-        compiles = compile_times.measure_all(programs.COMPILE_PROGRAMS, device, args.quick,
+        compiles = compile_times.measure_all(compile_programs, device, args.quick,
                                              progress.step, args.compile_timeout)
     progress.close()
     copies = {}

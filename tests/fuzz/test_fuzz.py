@@ -70,6 +70,8 @@ def test_generator_is_deterministic_and_covers_the_api():
         for node in generate(seed).nodes:
             methods.add(node.method)
             names.add(node.kwargs.get("name") or node.kwargs.get("kind"))
+            if node.kwargs.get("until"):  # a loop with a stopping condition
+                names.add("until")
     assert {"unary", "binary", "where", "clip", "cast", "like", "reduce", "cumsum", "nn",
             "matmul", "dot", "reshape", "transpose", "expand_dims", "squeeze", "broadcast_to",
             "concatenate", "stack", "getitem", "update", "const", "ofg", "scan_map",

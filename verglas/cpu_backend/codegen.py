@@ -372,7 +372,8 @@ class StepContext(EmitContext):
         lengths), `lengths` the expressions its dims equal; `destinations`: {output position:
         (row expression, message)}, outputs to compute straight into that row (ValueError with
         the message if their shapes differ). Returns (per output ("scalar", expression) or
-        ("array", name), the output positions computed into their rows).
+        ("array", name, whether it is C-contiguous), the output positions computed into their
+        rows).
         """
         src, em = self.src, self.em
         names = _Names(em, prefix=em.fresh("l") + "b")
@@ -408,15 +409,15 @@ class StepContext(EmitContext):
             if b in names.scalars and not dict.__contains__(names, b):
                 results.append(("scalar", names.scalars[b]))
             else:
-                results.append(("array", names[b]))
+                results.append(("array", names[b], contiguous.get(b) is True))
         directed = {j for j, b in enumerate(program.outputs) if b in storage.directed}
         return results, directed
 
     def sub_function(self, sub_program) -> str:
         """The name of the function computing `sub_program`, generated once per program.
 
-        It takes the sub-program's inputs (C-contiguous arrays) and returns a tuple of its
-        outputs, each an array it owns.
+        It takes the sub-program's inputs (C-contiguous arrays) and returns its outputs, each
+        an array it owns: one as it is, several in a tuple.
         """
         name = self.src.sub_functions.get(id(sub_program))
         if name is None:
@@ -424,6 +425,18 @@ class StepContext(EmitContext):
             self.src.sub_functions[id(sub_program)] = name
             generate(sub_program, name, parent=self.src)
         return name
+
+    def call_sub_function(self, sub_program, args) -> None:
+        """Emit the call of `sub_program`'s function on `args`, its results as the outputs
+        (one is returned as it is, several in a tuple)."""
+        fn = self.sub_function(sub_program)
+        if len(sub_program.outputs) == 1:
+            self.line(f"{self.out(0)} = {fn}({', '.join(args)})")
+            return
+        res = self.fresh("r")
+        self.line(f"{res} = {fn}({', '.join(args)})")
+        for j in range(len(sub_program.outputs)):
+            self.line(f"{self.out(j)} = {res}[{j}]")
 
 
 
@@ -635,7 +648,7 @@ def generate(program, name: str = "program", parent: ProgramSource | None = None
         args.append("ws")
         outs += ["ws", "wo"]
     # one array returned bare: numba boxes no tuple around it (~0.1 us of every call)
-    src.bare = parent is None and len(outs) == 1
+    src.bare = len(outs) == 1  # (a sub-program's function too: its callers take it as it is)
     em.line(f"return {outs[0]}" if src.bare else
             f"return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
 

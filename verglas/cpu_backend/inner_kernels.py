@@ -9,8 +9,9 @@ from __future__ import annotations
 import numba
 
 from verglas.cpu_backend.dtypes import cast_expr, np_dtype
-from verglas.cpu_backend.intrinsics import c_head, c_row
+from verglas.cpu_backend.intrinsics import c_head, c_row, c_view
 from verglas.cpu_backend.kernels import emit, register_helper
+from verglas.cpu_backend.shape_kernels import copy_into
 from verglas.ops.op_from_graph import OpFromGraph
 from verglas.ops.scan.op import Scan
 
@@ -24,12 +25,8 @@ def _contiguous(ctx, i: int) -> str:
 
 @emit.register(OpFromGraph)
 def _emit_op_from_graph(op, ctx) -> None:
-    fn = ctx.sub_function(ctx.step.sub_program)
-    args = [_contiguous(ctx, i) for i in range(len(ctx.node.inputs))]
-    res = ctx.fresh("r")
-    ctx.line(f"{res} = {fn}({', '.join(args)})")
-    for j in range(len(ctx.node.outputs)):
-        ctx.line(f"{ctx.out(j)} = {res}[{j}]")
+    ctx.call_sub_function(ctx.step.sub_program,
+                          [_contiguous(ctx, i) for i in range(len(ctx.node.inputs))])
 
 
 @register_helper
@@ -42,6 +39,25 @@ def rows_contiguous(a):
             return False
         expected *= a.shape[d]
     return True
+
+
+def _copy(ctx, dst: str, src: str, ndim: int, contiguous: bool = True) -> None:
+    """dst = src, arrays of one shape (checked before) and ndim `ndim` (0: scalars): C ones by
+    the one copy helper (numba's array assignment compiles its broadcasting error's
+    formatting, ~0.2 s per signature)."""
+    if ndim == 0:
+        ctx.line(f"{dst} = {src}")
+        return
+    d = ctx.fresh("cd")
+    ctx.line(f"{d} = {dst}")
+    if not contiguous:
+        ctx.line(f"{d}[...] = {src}")
+        return
+    s = ctx.fresh("cs")
+    ctx.line(f"{s} = {src}")
+    view = ctx.helper("view", c_view)
+    ctx.line(f"{ctx.helper('copy_into', copy_into)}({view}({s}, {s}.size), {view}({d}, "
+             f"{d}.size))")
 
 
 def _dims(name: str, first: int, ndim: int) -> list[str]:
@@ -108,7 +124,8 @@ class _State:
         for e in range(k):  # the initial entries (a ring keeps the last that fit)
             value = (self.window[k - 1 - e] if self.window is not None
                      else f"{init}[{e}]" if mit else init)
-            ctx.line(f"{self.entry(e)} = {value}")
+            _copy(ctx, self.entry(e), value, 0 if self.window is not None else self.st.ndim,
+                  ctx.is_contiguous(1 + n_seqs + q))
 
     def entry(self, e) -> str:
         """The row holding entry `e` (before the loop)."""
@@ -152,14 +169,14 @@ class _State:
         m = ctx.fresh("nk")
         ctx.line(f"{m} = min({self.kept}, {self.k} + {n})")
         out = ctx.alloc(self.q, _shape([m, *self.dims]))
-        _rotate(ctx, out, self.buf, m, f"{self.wr} - {m}", self.rows)
+        _rotate(ctx, out, self.buf, m, f"{self.wr} - {m}", self.rows, self.st.ndim)
 
 
 def _shape(dims) -> str:
     return "(" + "".join(f"{d}, " for d in dims) + ")"
 
 
-def _rotate(ctx, out: str, ring: str, count: str, start: str, rows: str) -> None:
+def _rotate(ctx, out: str, ring: str, count: str, start: str, rows: str, ndim: int) -> None:
     """out[j] = ring[(start + j) mod rows] for j < count (start >= -rows)."""
     j, r = ctx.fresh("j"), ctx.fresh("rt")
     ctx.line(f"for {j} in range({count}):")
@@ -171,7 +188,7 @@ def _rotate(ctx, out: str, ring: str, count: str, start: str, rows: str) -> None
         ctx.line(f"elif {r} >= {rows}:")
         with ctx.indent():
             ctx.line(f"{r} -= {rows}")
-        ctx.line(f"{out}[{j}] = {ring}[{r}]")
+        _copy(ctx, f"{out}[{j}]", f"{ring}[{r}]", ndim)
 
 
 @emit.register(Scan)
@@ -242,7 +259,7 @@ def _emit_scan(op, ctx) -> None:
                             f"previous value's") for q in loop.direct}
         results, directed = ctx.emit_body(body, inputs, destinations)
         for state in states:
-            kind, value = results[state.q]
+            kind, value, *is_c = results[state.q]
             if state.window is not None:
                 window, new = state.window, ctx.fresh("c")
                 ctx.line(f"{new} = " + cast_expr(value if kind == "scalar" else f"{value}[()]",
@@ -257,10 +274,10 @@ def _emit_scan(op, ctx) -> None:
                 with ctx.indent():
                     ctx.raise_("ValueError", f"{op}: a step gave state output {state.q} a "
                                              f"shape other than its previous value's")
-                ctx.line(f"{state.row(ctx, 0, step)} = {value}")
+                _copy(ctx, state.row(ctx, 0, step), value, state.st.ndim, is_c[0])
             state.advance(ctx)
         for i, ((tr, wi), t) in enumerate(zip(traces, nit_types)):
-            kind, value = results[n_states + i]
+            kind, value, *is_c = results[n_states + i]
             kept = lay.kept(n_states + i)
             length = n if kept is None else f"min({kept}, {n})"
             at = step if wi is None else wi
@@ -275,20 +292,22 @@ def _emit_scan(op, ctx) -> None:
                 with ctx.indent():
                     ctx.raise_("ValueError", f"{op}: a step gave nit-sot output {i} a shape "
                                              f"other than earlier steps'")
-                ctx.line(f"{tr}[{at}] = {value}" if t.ndim else f"{tr}[{at}] = {value}[()]")
+                _copy(ctx, f"{tr}[{at}]", value if t.ndim else f"{value}[()]", t.ndim,
+                      is_c[0])
             if wi is not None:
                 ctx.line(f"{wi} += 1")
                 ctx.line(f"if {wi} == {tr}.shape[0]:")
                 with ctx.indent():
                     ctx.line(f"{wi} = 0")
         if lay.until:  # stop after the first step whose condition holds
-            kind, value = results[-1]
+            kind, value, *_ = results[-1]
             ctx.line(f"if {value if kind == 'scalar' else value + '[()]'}:")
             with ctx.indent():
                 ctx.line(f"{ran} = {step} + 1")
                 ctx.line("break")
     for state in states:
         state.finish(ctx, ran)
+    t_ndim = [t.ndim for t in nit_types]
     for j, (tr, wi) in enumerate(traces):
         if wi is None:
             if lay.until:
@@ -299,5 +318,5 @@ def _emit_scan(op, ctx) -> None:
         out, count = ctx.fresh("tk"), ctx.fresh("nk")
         ctx.line(f"{count} = min({lay.kept(n_states + j)}, {ran})")
         ctx.line(f"{out} = np.empty(({count},) + {tr}.shape[1:], {tr}.dtype)")
-        _rotate(ctx, out, tr, count, f"{wi} - {count}", f"{tr}.shape[0]")
+        _rotate(ctx, out, tr, count, f"{wi} - {count}", f"{tr}.shape[0]", t_ndim[j])
         ctx.line(f"{ctx.out(n_states + j)} = {out}")

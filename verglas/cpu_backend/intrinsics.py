@@ -25,8 +25,8 @@ try:  # numba's own lowering of np.empty's body (numba.np.arrayobj, stable for y
 except ImportError:  # pragma: no cover - then programs call np.empty
     _empty_nd_impl = _parse_shape = None
 
-__all__ = ["c_view", "c_row", "c_head", "empty_c", "scalars_at", "reshaped", "empty_expr",
-           "zero_d", "ws_take", "ws_add", "ws_reserve", "ws_carve", "float_to_int",
+__all__ = ["c_view", "c_row", "c_head", "permuted", "empty_c", "scalars_at", "reshaped",
+           "empty_expr", "zero_d", "ws_take", "ws_add", "ws_reserve", "ws_carve", "float_to_int",
            "WORKSPACE_TOO_BIG", "WORKSPACE_ALIGN"]
 
 WORKSPACE_ALIGN = 64  # bytes: every array carved from a workspace starts on a cache line
@@ -136,6 +136,44 @@ def c_head(typingctx, arr, count):
         return result
 
     return arr(arr, count), codegen
+
+
+@intrinsic
+def permuted(typingctx, arr, axes):
+    """`np.transpose(arr, axes)` for a literal tuple `axes` (as "1, 0" in a string: numba types
+    it literal): the same data with the shape and strides permuted (numba's own transpose
+    compiles its error formatting, ~1 s per signature). A reversal of a C (F) array is F (C),
+    other orders 'A'."""
+    if not isinstance(arr, types.Array) or not isinstance(axes, types.StringLiteral):
+        return None
+    order = [int(a) for a in axes.literal_value.split(",")]
+    if sorted(order) != list(range(arr.ndim)):
+        return None
+    if order == list(range(arr.ndim)):
+        layout = arr.layout
+    elif order == list(range(arr.ndim))[::-1]:
+        layout = {"C": "F", "F": "C"}.get(arr.layout, "A")
+    else:
+        layout = "A"
+    ret = types.Array(arr.dtype, arr.ndim, layout)
+
+    def codegen(context, builder, sig, args):
+        src = context.make_array(arr)(context, builder, args[0])
+        intp = context.get_value_type(types.intp)
+        shape = cgutils.unpack_tuple(builder, src.shape, arr.ndim)
+        strides = cgutils.unpack_tuple(builder, src.strides, arr.ndim)
+        out = context.make_array(ret)(context, builder)
+        context.populate_array(out, data=src.data,
+                               shape=cgutils.pack_array(builder, [shape[a] for a in order],
+                                                        ty=intp),
+                               strides=cgutils.pack_array(builder, [strides[a] for a in order],
+                                                          ty=intp),
+                               itemsize=src.itemsize, meminfo=src.meminfo, parent=src.parent)
+        result = out._getvalue()
+        context.nrt.incref(builder, ret, result)
+        return result
+
+    return ret(arr, axes), codegen
 
 
 @intrinsic

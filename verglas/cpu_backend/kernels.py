@@ -19,8 +19,9 @@ import numpy as np
 from verglas.cpu_backend.dtypes import cast_expr, half_round, storage_dtype
 from verglas.cpu_backend.dtypes import literal as source_literal
 from verglas.cpu_backend.intrinsics import (c_head, c_row, c_view, empty_c, empty_expr,
-                                            float_to_int, prefer_wide_vectors, reshaped,
-                                            scalars_at, ws_add, ws_carve, ws_reserve, ws_take)
+                                            float_to_int, permuted, prefer_wide_vectors,
+                                            reshaped, scalars_at, ws_add, ws_carve, ws_reserve,
+                                            ws_take)
 from verglas.cpu_backend.vmath import FASTMATH, VMATH
 from verglas.ops import scalar as s
 from verglas.ops.elemwise import Elemwise
@@ -45,6 +46,7 @@ _SCALAR_REFS: dict = {}  # id(jitted scalar impl) -> ("scalar", op name, dtype)
 
 # intrinsics generated code calls, found again by name
 HELPER_REFS.update(scalars_at=scalars_at, c_view=c_view, c_row=c_row, c_head=c_head,
+                   permuted=permuted,
                    empty_c=empty_c, ws_take=ws_take, ws_add=ws_add, ws_reserve=ws_reserve,
                    ws_carve=ws_carve,
                    prefer_wide_vectors=prefer_wide_vectors, half_round=half_round,

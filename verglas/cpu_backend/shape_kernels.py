@@ -6,7 +6,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from verglas.cpu_backend.intrinsics import empty_expr, reshaped, zero_d
+from verglas.cpu_backend.intrinsics import empty_expr, permuted, reshaped, zero_d
 from verglas.cpu_backend.kernels import emit, literal, register_helper
 from verglas.ops.basic import DimShuffle, MakeVector, Shape, ShapeI
 from verglas.ops.elemwise import SumToShape
@@ -46,14 +46,16 @@ def _emit_dimshuffle(op, ctx) -> None:
     else:
         cur = x
     perm = tuple(kept_sorted.index(d) for d in op.kept)
+    permute = ctx.helper("permuted", permuted)
+    axes = ",".join(map(str, perm))
     if (not op.dropped and not op.inserted and ctx.is_contiguous(0)
             and perm == tuple(reversed(range(len(perm))))):
-        ctx.line(f"{out} = {x}.T")  # numba types it F-contiguous: BLAS takes it as it is
+        ctx.line(f'{out} = {permute}({x}, "{axes}")')  # F-contiguous: BLAS takes it as it is
         ctx.set_layout(0, "F")
         return
     if perm != tuple(range(len(perm))):
         nxt = ctx.fresh("v")
-        ctx.line(f"{nxt} = np.transpose({cur}, {perm!r})")
+        ctx.line(f'{nxt} = {permute}({cur}, "{axes}")')
         cur = nxt
     if op.inserted:
         index = ", ".join("None" if d == "x" else ":" for d in op.new_order)
@@ -132,7 +134,7 @@ def _sum_to_shape(g, target, out):
 
 @register_helper
 @numba.njit(cache=False, no_cpython_wrapper=True, no_cfunc_wrapper=True)
-def _copy_into(g, out):
+def copy_into(g, out):
     """out[:] = g for 1-d C-contiguous arrays of one length (the call site flattens them)."""
     for k in range(out.shape[0]):
         out[k] = g[k]
@@ -154,7 +156,7 @@ def _emit_sum_to_shape(op, ctx) -> None:
         shape = "(" + "".join(f"{g}.shape[{a}], " for a in range(ndim)) + ")"
         out = ctx.alloc(0, shape)
         src = g if ctx.is_contiguous(0) else f"np.ascontiguousarray({g})"
-        ctx.line(f"{ctx.helper('copy_into', _copy_into)}({reshaped(ctx, src, f'{src}.size')}, "
+        ctx.line(f"{ctx.helper('copy_into', copy_into)}({reshaped(ctx, src, f'{src}.size')}, "
                  f"{reshaped(ctx, out, f'{out}.size')})")
         return
     shp = ctx.inp(1)

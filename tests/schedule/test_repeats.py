@@ -130,3 +130,30 @@ def test_element_reads_that_move_by_block_are_one_loop():
     np.testing.assert_allclose(f(xv, av), want, rtol=1e-12, atol=1e-12)
     with pytest.raises(IndexError):  # the last iterations' reads are out of bounds
         f(xv, av[:150])
+
+
+def test_a_stack_of_one_op_from_graph_is_one_call_site():
+    """Twenty uses of one OpFromGraph layer, each on the last one's result: one loop around
+    one call (compiled once, whatever the uses), though the layer's broadcasting leaves the
+    result's shape open: only the layer, which checks its inputs, reads the carried value."""
+    h = vg.tensor("h", shape=(None, None), dtype="float64")
+    w = vg.tensor("w", shape=(None, None), dtype="float64")
+    b = vg.tensor("b", shape=(None,), dtype="float64")
+    hh, ww, bb = (v.type.make_variable() for v in (h, w, b))
+    layer = vg.OpFromGraph([hh, ww, bb], [hh + vg.tanh(hh @ ww + bb)])
+    x = h
+    for _ in range(20):
+        x = layer(x, w, b)
+    f = vg.compile([h, w, b], x)
+    (rep,) = f.program.repeats
+    assert rep.count == 20 and rep.unproven
+    text = f.source()
+    assert text[text.index("def program("):].count("sub0(") == 1
+    g = np.random.default_rng(0)
+    hv, wv, bv = g.normal(size=(4, 3)), g.normal(size=(3, 3)) * 0.3, g.normal(size=3)
+    want = hv
+    for _ in range(20):
+        want = want + np.tanh(want @ wv + bv)
+    np.testing.assert_allclose(f(hv, wv, bv), want, rtol=1e-12)
+    with pytest.raises(ValueError):  # the layer still checks what it is given
+        f(hv, g.normal(size=(2, 2)), bv)

@@ -717,7 +717,8 @@ def _emit_repeat(rep: Repeat, program, src: ProgramSource, names: _Names, emit_u
     for x, _ in rep.carried:
         var = em.fresh("rc")
         em.line(f"{var} = {names[x]}")
-        src.facts.same_shape(var, names[x], program.buffers[x].ndim)  # (the scheduler's check)
+        if x not in rep.unproven:  # (the scheduler's check)
+            src.facts.same_shape(var, names[x], program.buffers[x].ndim)
         hidden.append((x, var, dict.pop(names, x), names.scalars.pop(x, None),
                        names.vectors.pop(x, None)))
         names[x] = var

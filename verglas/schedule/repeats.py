@@ -17,10 +17,13 @@ group or a reduction of a map) repeat when, position by position:
   element read a[i] of an outer 1-d array whose index steps by the same d >= 0 from block to
   block, for every read of that array in the block (shifted: the body reads a[i] of a[d*k:]);
 - corresponding outputs have the same dtype, rank, kind, memory slot and aliasing (so one
-  block's storage plan serves every iteration);
+  block's storage plan serves every iteration; outputs of OpFromGraph steps, arrays their
+  sub-program's function returns, use no slot);
 - nothing after the run reads a buffer of B_0 ... B_{K-2}, and none is a program output.
 Carried buffers are arrays (rank >= 1) of one shape that own their storage, X as well as the
-output, so one loop variable of one type holds them all.
+output, so one loop variable of one type holds them all; where the shapes are not known equal,
+only OpFromGraph steps may read X (their functions check what they are given: a stack of
+layers of one OpFromGraph is one call site, whatever broadcasting its shapes leave open).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from dataclasses import dataclass
 
 from verglas.ops.basic import DimShuffle
 from verglas.ops.elemwise import Elemwise
+from verglas.ops.op_from_graph import OpFromGraph
 
 __all__ = ["Repeat", "repeats", "MIN_REPEATS", "MAX_PERIOD"]
 
@@ -53,6 +57,8 @@ class Repeat:
     varying: tuple[tuple[int, int, tuple[int, ...]], ...] = ()
     # (1-d array, d): the body's element reads of it step by d per iteration
     shifted: tuple[tuple[int, int], ...] = ()
+    # carried X whose replacement's shape is not known equal to X's (see the module doc)
+    unproven: tuple[int, ...] = ()
 
     @property
     def last_step(self) -> int:
@@ -88,6 +94,8 @@ class _Finder:
     def __init__(self, steps, buffers, outputs, slots, shapes, excluded):
         self.steps, self.buffers, self.slots, self.shapes = steps, buffers, slots, shapes
         self.outputs = set(outputs)
+        # arrays called sub-programs' functions return: no memory slot holds them
+        self.called = {b for s in steps if isinstance(s.node.op, OpFromGraph) for b in s.outputs}
         self.producer = {b: (s.index, o) for s in steps for o, b in enumerate(s.outputs)}
         self.last_read: dict[int, int] = {}
         for s in steps:
@@ -122,11 +130,12 @@ class _Finder:
             return None
         x_of = {pos: x for x, pos in carried.items()}
         carried_pairs = tuple((x, steps[s + j].outputs[o]) for (j, o), x in sorted(x_of.items()))
+        unproven = tuple(x for x, y in carried_pairs if not self._same_shape(x, y))
         last = tuple((b0, steps[s + (k - 1) * p + j].outputs[o])
                      for j in range(p) for o, b0 in enumerate(steps[s + j].outputs))
         return Repeat(s, p, k, carried_pairs, last,
                       tuple((j, i, tuple(bs)) for (j, i), bs in sorted(varying.items())),
-                      tuple(sorted((a, d) for a, d in shifts.items() if d)))
+                      tuple(sorted((a, d) for a, d in shifts.items() if d)), unproven)
 
     def _role(self, b: int, s: int, p: int, k: int):
         """What buffer `b`, read by block k, is to the run: ("outer", b), ("own", j, o),
@@ -162,7 +171,7 @@ class _Finder:
                 if r is None or r0 is None:
                     return False
                 if r[0] == "prev":
-                    if r0[0] != "outer" or not self._carriable(b0, b):
+                    if r0[0] != "outer" or not self._carriable(b0, b, s, p):
                         return False
                     if k == 1:  # (what the body carries is settled by the first two blocks)
                         carried.setdefault(b0, r[1:])
@@ -179,7 +188,7 @@ class _Finder:
             for b0, b in zip(first.outputs, step.outputs):
                 u0, u = buffers[b0], buffers[b]
                 if (u.dtype, u.ndim, u.kind) != (u0.dtype, u0.ndim, u0.kind) or (
-                        slots and slots[b] != slots[b0]):
+                        slots and b not in self.called and slots[b] != slots[b0]):
                     return False
                 for a0, a in ((u0.view_of, u.view_of), (u0.takes_over, u.takes_over)):
                     if (a0 is None) != (a is None):
@@ -241,14 +250,19 @@ class _Finder:
                     return False
         return True
 
-    def _carriable(self, x: int, y: int) -> bool:
-        """X and the output replacing it are arrays of one type and one (symbolic) shape that
-        own their storage."""
+    def _carriable(self, x: int, y: int, s: int, p: int) -> bool:
+        """X and the output replacing it are arrays of one type that own their storage, of
+        one (symbolic) shape or read by OpFromGraph steps only."""
         bx, by = self.buffers[x], self.buffers[y]
         return (bx.dtype == by.dtype and bx.ndim == by.ndim and bx.ndim >= 1
                 and bx.view_of is None and by.view_of is None
                 and bx.kind in ("temp", "input") and by.kind == "temp"
-                and all(a is b for a, b in zip(self.shapes.dims_of(x), self.shapes.dims_of(y))))
+                and (self._same_shape(x, y) or all(
+                    isinstance(step.node.op, OpFromGraph)
+                    for step in self.steps[s:s + p] if x in step.inputs)))
+
+    def _same_shape(self, x: int, y: int) -> bool:
+        return all(a is b for a, b in zip(self.shapes.dims_of(x), self.shapes.dims_of(y)))
 
     def _internal(self, s: int, p: int, k: int) -> bool:
         """Nothing after block k + 1 reads block k's buffers, and none is an output."""

@@ -28,6 +28,7 @@ from verglas.rewrite.engine import GraphRewriter, node_rewriter
 from verglas.rewrite.pipeline import PHASES, build_pipeline
 from verglas.rewrite.registry import Mode, get_mode, register
 from verglas.rewrite.trace import Tracer
+from verglas.rewrite.utils import restrict_to_read_outputs
 
 __all__ = ["InnerGraphOptimizer", "InnerGraphsInplace", "inline_op_from_graph",
            "inner_graphs_inplace", "ofg_remove_unused", "optimize_inner_graphs", "optimized_op"]
@@ -120,18 +121,7 @@ inner_graphs_inplace = register(InnerGraphsInplace(), phase="inplace", tags=("fa
 def ofg_remove_unused(fgraph, node):
     """OpFromGraph -> a new OpFromGraph without the outputs nobody reads (nor the inputs only
     they read): its sub-program computes nothing that is thrown away."""
-    used = [k for k, out in enumerate(node.outputs) if fgraph.clients[out]]
-    if not used:
-        return None
-    restricted = node.op.restrict(used)
-    if restricted is None:
-        return None
-    new_op, in_idx, out_idx = restricted
-    new = new_op.make_node(*[node.inputs[i] for i in in_idx])
-    result = list(node.outputs)
-    for k, var in zip(out_idx, new.outputs):
-        result[k] = var
-    return result
+    return restrict_to_read_outputs(fgraph, node)
 
 
 @register(phase="canonicalize", tags=("fast_run", "fast_compile"))

@@ -18,6 +18,7 @@ from verglas.ops.indexing import Subtensor
 from verglas.ops.scan import Scan
 from verglas.rewrite.engine import GraphRewriter, node_rewriter
 from verglas.rewrite.registry import register
+from verglas.rewrite.utils import restrict_to_read_outputs
 
 __all__ = ["ScanRewriter", "reads_last_only", "scan_remove_unused", "scan_save_mem",
            "tail_read"]
@@ -27,16 +28,7 @@ __all__ = ["ScanRewriter", "reads_last_only", "scan_remove_unused", "scan_save_m
 @node_rewriter(Scan)
 def scan_remove_unused(fgraph, node):
     """Scan -> a Scan without the outputs nobody reads and the inputs they alone needed."""
-    used = [k for k, out in enumerate(node.outputs) if fgraph.clients[out]]
-    restricted = node.op.restrict(used)
-    if restricted is None:
-        return None
-    new_op, in_idx, out_idx = restricted
-    new = new_op.make_node(*[node.inputs[i] for i in in_idx])
-    result = list(node.outputs)
-    for k, var in zip(out_idx, new.outputs):
-        result[k] = var
-    return result
+    return restrict_to_read_outputs(fgraph, node)
 
 
 # -- scan_save_mem ---------------------------------------------------------------------------------

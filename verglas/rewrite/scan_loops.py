@@ -189,8 +189,16 @@ def _with_work(nodes, among: set) -> set:
     return found
 
 
+def _loop_values(parts: ScanParts) -> tuple[list, set, set]:
+    """(the body's nodes in order, the values depending on a state, those depending on a
+    sequence and on no state): what the push-out rewrites start from."""
+    nodes = _body(parts)
+    states = parts.state_dependent()
+    return nodes, states, _sequence_free(parts, nodes, states)
+
+
 def _sequence_free(parts: ScanParts, nodes, states: set) -> set:
-    """The body values that depend on a sequence and on no state."""
+    """The body values that depend on a sequence and on no state (the sequences' own)."""
     free = set(parts.sequence_windows())
     for n in nodes:
         if any(i in free for i in n.inputs) and not any(o in states for o in n.outputs):
@@ -217,9 +225,7 @@ class ScanPushOutSeqs(ScanRewriter):
         if node.op.layout.until:  # (the steps it runs are known once it has run)
             return None
         parts = ScanParts.of(node)
-        nodes = _body(parts)
-        states = parts.state_dependent()
-        free = _sequence_free(parts, nodes, states)
+        nodes, states, free = _loop_values(parts)
         heavy = _with_matmul(nodes, free)
         frontier = []
         for n in nodes:
@@ -271,9 +277,7 @@ class ScanPushOutOutputs(ScanRewriter):
         if node.op.layout.until:
             return None
         parts = ScanParts.of(node)
-        nodes = _body(parts)
-        states = parts.state_dependent()
-        free = _sequence_free(parts, nodes, states)
+        nodes, states, free = _loop_values(parts)
         kept = set(ancestors([st.out for st in parts.states], parts.inner_inputs()))
         moved = []  # (nit-sot, the value collected instead or None)
         for nit in parts.nits:
@@ -322,15 +326,13 @@ class ScanPushOutSums(ScanRewriter):
         if node.op.layout.until:
             return None
         parts = ScanParts.of(node)
-        nodes = _body(parts)
+        nodes, states, free = _loop_values(parts)
         uses: dict = {}
         for n in nodes:
             for i in n.inputs:
                 uses[i] = uses.get(i, 0) + 1
         for o in parts.inner_outputs():
             uses[o] = uses.get(o, 0) + 1
-        states = parts.state_dependent()
-        free = _sequence_free(parts, nodes, states) | set(parts.sequence_windows())
         for s in parts.states:
             if s.mit or s.keep is None or not reads_last_only(fgraph, s.old):
                 continue

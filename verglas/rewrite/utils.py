@@ -11,7 +11,7 @@ from verglas.ops.math import cast
 
 __all__ = ["constant_value", "scalar_constant", "is_constant", "same_as", "const_like",
            "owner_op", "elemwise_op", "single_client", "is_float", "is_int_or_bool",
-           "broadcasts_nothing", "first"]
+           "broadcasts_nothing", "first", "restrict_to_read_outputs"]
 
 _SCAN_LIMIT = 100_000  # larger constants are not inspected element by element
 
@@ -111,3 +111,19 @@ def first(*candidates) -> list | None:
         if c is not None:
             return [c]
     return None
+
+
+def restrict_to_read_outputs(fgraph, node) -> list | None:
+    """Replacements for the outputs of an inner-graph node (OpFromGraph, Scan) from its op
+    restricted to the outputs something reads (`op.restrict`): the new node's outputs where it
+    has them, the old ones (read by nobody) elsewhere; None when nothing can go."""
+    used = [k for k, out in enumerate(node.outputs) if fgraph.clients[out]]
+    restricted = node.op.restrict(used) if used else None
+    if restricted is None:
+        return None
+    new_op, in_idx, out_idx = restricted
+    new = new_op.make_node(*[node.inputs[i] for i in in_idx])
+    result = list(node.outputs)
+    for k, var in zip(out_idx, new.outputs):
+        result[k] = var
+    return result

@@ -174,3 +174,25 @@ def test_a_state_updated_in_place_lives_in_one_row():
     assert f"updated in place: state{q}" in str(f.program)
     body = backward[0].node.op.fgraph
     assert body.dedup_nodes is False and any(n.op.destroy_map for n in body.toposort())
+
+
+def test_nested_loops_and_a_loop_inside_an_op_from_graph():
+    """A loop in a loop's body (inline in the outer body, its own temporaries taken again
+    every outer step) and a loop inside an OpFromGraph's function."""
+    x = vg.tensor("x", shape=(None, None), dtype="float64")
+    s0 = vg.tensor("s0", shape=(None,), dtype="float64")
+
+    def row_step(row, acc):
+        inner = vg.scan(lambda v, c: c * 0.5 + v, sequences=row, outputs_info=vg.as_tensor(0.0))
+        return acc + inner[-1] + vg.sum(inner * row)
+
+    outer = vg.scan(row_step, sequences=x, outputs_info=s0[0])
+    r = vg.tensor("r", shape=(None,), dtype="float64")
+    cum = vg.OpFromGraph([r], [vg.scan(lambda v, c: c + v * v, sequences=r,
+                                       outputs_info=vg.as_tensor(0.0))])
+    inputs, outputs = [x, s0], [outer, cum(s0), cum(s0[::-1])]
+    g = rng(11)
+    for rows in (1, 4):
+        compare_backend(inputs, outputs, [g.normal(size=(rows, 5)), g.normal(size=3)])
+    f, _ = compile_pair(inputs, outputs)
+    assert len(_scans(f)) == 1 and "def sub" in f.source()

@@ -154,8 +154,10 @@ def run_config(config: str, seeds: range, jobs: int, small: bool, minimize: int,
     try:
         # chunks of seeds, each in a fresh worker process: numba keeps every compiled program's
         # machine code, ~5 MB a program, so one process for thousands of programs runs out of
-        # memory
-        chunks = [(a, min(a + CHUNK, seeds.stop)) for a in range(seeds.start, seeds.stop, CHUNK)]
+        # memory. At least three chunks per job: every worker busy, and a time limit reached soon
+        # after it passes.
+        size = max(1, min(CHUNK, -(-len(seeds) // (3 * jobs))))
+        chunks = [(a, min(a + size, seeds.stop)) for a in range(seeds.start, seeds.stop, size)]
         with ThreadPoolExecutor(jobs) as pool:
             parts = list(pool.map(lambda c: [] if max_seconds is not None and
                                   time.perf_counter() - t0 > max_seconds else
@@ -252,7 +254,7 @@ def main(argv=None) -> int:
     small = args.small or args.device == "cuda"
     seeds = range(args.seed_start, args.seed_start + args.programs)
     record = report.header(args.device)
-    if args.device == "cuda":
+    if args.device == "cuda" and configs == ["cuda_sim"]:
         record["device"] = "cuda (numba's CUDA simulator)"
     record.update({"programs_per_config": args.programs, "small": small, "results": [],
                    "commit": _commit()})

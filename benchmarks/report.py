@@ -71,7 +71,9 @@ def _gpu() -> dict | None:
         dev = cupy.cuda.Device()
         props = cupy.cuda.runtime.getDeviceProperties(dev.id)
         return {"name": props["name"].decode(), "memory_bytes": props["totalGlobalMem"],
-                "cuda_runtime": cupy.cuda.runtime.runtimeGetVersion()}
+                "cuda_runtime": cupy.cuda.runtime.runtimeGetVersion(),
+                "cuda_driver": cupy.cuda.runtime.driverGetVersion(),
+                "compute_capability": dev.compute_capability}
     except Exception:  # noqa: BLE001 -- no cupy, no driver, no device
         return None
 
@@ -95,7 +97,7 @@ def versions() -> dict:
         except importlib.metadata.PackageNotFoundError:
             found[dist] = None
     if found["cupy"] is None:
-        for dist in ("cupy-cuda12x", "cupy-cuda11x"):
+        for dist in ("cupy-cuda13x", "cupy-cuda12x", "cupy-cuda11x"):
             try:
                 found["cupy"] = importlib.metadata.version(dist)
             except importlib.metadata.PackageNotFoundError:

@@ -129,3 +129,68 @@ def test_loops_of_like_terms_match_numpy(case):
     blocked = re.search(r"for c\d+ in range\(\d+\):  # \d+ like terms\n(.*\n){0,3}? *for j\d+ "
                         r"in range\(bn\d+\):", text) is not None
     assert blocked == looped, text
+
+
+# -- helpers the CUDA backend uses where numba-cuda's scalar code is not numpy's ----------------
+def _helpers_as_python(*names):
+    """The HELPERS defining `names`, run as Python with math's functions answering as the
+    device's do (inf and NaN, never an exception)."""
+    import cmath
+    import math
+    import types
+
+    from verglas.scalar_code import HELPERS, helpers_in
+
+    ieee = {k: getattr(math, k) for k in dir(math) if not k.startswith("_")}
+    for name in ("log", "log1p", "exp", "pow", "cos", "sin", "floor", "fmod", "copysign"):
+        ieee[name] = lambda *a, _f=getattr(np, {"pow": "power"}.get(name, name)): float(_f(*a))
+    namespace = {"math": types.SimpleNamespace(**ieee), "np": np, "cmath": cmath}
+    for helper in helpers_in(" ".join(f"{n}(x)" for n in names)):
+        exec(HELPERS[helper], namespace)
+    return namespace
+
+
+def _same(got, want, rtol):
+    for g, w in ((got.real, want.real), (got.imag, want.imag)):
+        if (np.isnan(g) and np.isnan(w)) or (g == w and np.signbit(g) == np.signbit(w)):
+            continue
+        if np.isfinite(w) and abs(g - w) <= rtol * max(1.0, abs(w)):
+            continue
+        return False
+    return True
+
+
+_SPECIAL = [0.0, -0.0, 0.5, -1.0, 2.0, -3.5, 7.25, 1e-300, 1e17, -1e308, np.inf, -np.inf, np.nan]
+
+
+def test_float_divmod_is_numpys_on_special_values():
+    """numba-cuda's float % and // gave NaN for x % inf (numpy: x or inf), seen on an H100."""
+    f = _helpers_as_python("float_divmod")["float_divmod"]
+    with np.errstate(all="ignore"):
+        for a in _SPECIAL:
+            for b in _SPECIAL:
+                if b == 0:
+                    continue  # Python raises; kernels follow numpy's error model
+                got = f(a, b)
+                want = (np.floor_divide(a, b), np.remainder(a, b))
+                for g, w in zip(got, want):
+                    assert _same(complex(g), complex(w), 0), (a, b, got, want)
+
+
+def test_complex_log_log1p_and_power_are_numpys():
+    """numba-cuda's complex power lost the real part of (-1.3j) ** (-1.3j), and its cmath.log
+    overflowed for |z| > 1e154 (seen on an H100)."""
+    ns = _helpers_as_python("complex_log", "complex_log1p", "complex_pow")
+    parts = [0.0, -0.0, 0.5, -1.0, 0.9999, 2.0, 1e-200, 1e200, 1e308, np.inf, -np.inf, np.nan]
+    with np.errstate(all="ignore"):
+        for real in parts:
+            for imag in parts:
+                z = complex(real, imag)
+                assert _same(ns["complex_log"](z), np.log(np.complex128(z)), 1e-9), z
+                assert _same(ns["complex_log1p"](z), np.log1p(np.complex128(z)), 1e-9), z
+        bases = [0j, 1 + 0j, -3 + 0j, 0.5 + 0j, 1j, -1.3253j, 1 + 1j, 2.5 - 0.5j, 100 + 0j,
+                 complex(np.nan, 0), complex(np.inf, 0)]
+        for a in bases:
+            for b in bases + [-2 + 0j, 3 + 0j, 7 + 0j, -7 + 0j, 99 + 0j]:
+                want = np.power(np.complex128(a), np.complex128(b))
+                assert _same(ns["complex_pow"](a, b), want, 1e-12), (a, b)

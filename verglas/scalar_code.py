@@ -171,6 +171,29 @@ def helpers_in(expr: str) -> list[str]:
 
 
 HELPERS = {
+    # the CUDA backend's float % and // (numba-cuda's own give NaN for a finite x and an
+    # infinite y, seen on a real GPU; the simulator runs Python's, which hid it)
+    "float_divmod": '''def float_divmod(a, b):
+    """numpy's (floor_divide, remainder) of two floats, as numpy's npy_divmod computes them."""
+    mod = math.fmod(a, b)
+    if b == 0:
+        return a / b, mod
+    div = (a - mod) / b
+    if mod != 0 or mod != mod:
+        if (b < 0) != (mod < 0):
+            mod += b
+            div -= 1.0
+    else:
+        mod = math.copysign(0.0, b)
+    if div != 0:
+        # math.floor gives an int: exact below 2**52, where a float may have a fraction
+        floordiv = math.copysign(math.floor(div), div) if abs(div) < 4503599627370496.0 else div
+        if div - floordiv > 0.5:
+            floordiv += 1.0
+    else:
+        floordiv = math.copysign(0.0, a / b)
+    return floordiv, mod
+''',
     # a product no fast-math flag reaches: the CPU backend compiles its helpers into loops
     # flagged 'reassoc' and 'contract', which would re-associate it (it substitutes an
     # intrinsic for this def); CUDA kernels compile without such flags
@@ -255,12 +278,55 @@ HELPERS = {
 ''',
     "complex_log": '''def complex_log(z):
     """numpy's complex log: log|z| from log1p near the unit circle, where log(hypot) loses
-    the low digits of a small result (|z| = 1 + 6.5e-6: 4e-12 relative off)."""
-    r = cmath.log(np.complex128(z))
-    a, b = abs(z.real), abs(z.imag)
-    if 0.71 <= math.hypot(a, b) <= 1.73:  # (NaN and inf parts keep cmath's answer)
-        return complex(0.5 * math.log1p(sum_squares_minus_one(a, b)), r.imag)
-    return r
+    the low digits of a small result (|z| = 1 + 6.5e-6: 4e-12 relative off); halved parts
+    where |z| overflows. (numba-cuda's cmath.log gave log|z| = inf for |z| > 1e154.)"""
+    a, b = abs(np.float64(z.real)), abs(np.float64(z.imag))
+    angle = math.atan2(np.float64(z.imag), np.float64(z.real))
+    h = math.hypot(a, b)
+    if 0.71 <= h <= 1.73:  # (NaN and inf parts: below)
+        return complex(0.5 * math.log1p(sum_squares_minus_one(a, b)), angle)
+    if h == math.inf and a != math.inf and b != math.inf:
+        return complex(math.log(math.hypot(0.5 * a, 0.5 * b)) + 0.6931471805599453, angle)
+    return complex(math.log(h), angle)
+''',
+    "complex_log1p": '''def complex_log1p(z):
+    """numpy's log1p of a complex number: log|1 + z| by hypot, the angle by atan2."""
+    re = np.float64(z.real) + 1.0
+    im = np.float64(z.imag)
+    return complex(math.log(math.hypot(re, im)), math.atan2(im, re))
+''',
+    "complex_pow": '''def complex_pow(x, y):
+    """numpy's complex power: 1 for a zero exponent, 0 or NaN for a zero base, products for
+    an integer exponent below 100, else exp(y * log(x)) as C's cpow. (numba-cuda's lost the
+    real part of i**i-like powers on a real GPU.)"""
+    a = np.complex128(x)
+    b = np.complex128(y)
+    if b.real == 0.0 and b.imag == 0.0:
+        return complex(1.0, 0.0)
+    if a.real == 0.0 and a.imag == 0.0:
+        if b.real > 0.0:
+            return complex(0.0, 0.0)
+        return complex(math.nan, math.nan)
+    if b.imag == 0.0 and abs(b.real) < 100.0 and b.real == math.floor(b.real):
+        n = int(b.real)
+        if n == 1:
+            return a
+        if n == 2:
+            return a * a
+        if n == 3:
+            return a * a * a
+        m = abs(n)
+        result = complex(1.0, 0.0)
+        base = a
+        while m > 0:
+            if m & 1:
+                result = result * base
+            base = base * base
+            m >>= 1
+        if n < 0:
+            return complex_divide(complex(1.0, 0.0), result)
+        return result
+    return complex_exp(b * complex_log(a))
 ''',
     "sum_squares_minus_one": '''def sum_squares_minus_one(a, b):
     """a*a + b*b - 1 for a, b < 2 to nearly full precision: the squares as exact two-term

@@ -19,6 +19,29 @@ def corpus():
         else:
             outs += [x // (y + 100), x % 7, x & y, vg.abs(x)]
         out.append((f"elemwise_{dtype}", [x, y], outs))
+    # half precision: float32 in kernels (numba-cuda's half arithmetic needs helpers a PTX
+    # module loaded alone lacks); every kernel kind that computes on values
+    x, y = _t("x", (None, None), "float16"), _t("y", (None,), "float16")
+    i = _t("i", (None,), "int64")
+    out.append(("float16", [x, y, i], [
+        x * y + x, x < y, vg.exp(x) - y * 0.5, vg.maximum(x, y), vg.sum(x, axis=1),
+        vg.max(x, axis=0), vg.var(x, axis=-1), vg.softmax(x, axis=-1), vg.cumsum(x, axis=1),
+        vg.argmax(x, axis=1), vg.set_subtensor(x[i], y), x[i] * 2, x.astype("float32") / 3,
+        vg.prod(y)]))
+    # the other integer widths, bool, and an integer array's atomic scatter along one axis
+    for dtype in ("int8", "uint8", "int16", "uint16", "uint32", "uint64", "bool"):
+        x, y = _t("x", (None, None), dtype), _t("y", (None,), dtype)
+        outs = [x + y, x < y, vg.sum(x, axis=1), vg.max(x, axis=0), vg.cumsum(x, axis=1)]
+        out.append((f"elemwise_{dtype}", [x, y], outs))
+    # complex: numpy's definitions where numba-cuda's differ (power, log, log1p, ordering)
+    z, w = _t("z", (None, None), "complex64"), _t("w", (None,), "complex128")
+    out.append(("complex", [z, w], [
+        z ** w, vg.log(z) + vg.log1p(w), z < w, vg.maximum(z, w), vg.argmax(z, axis=1),
+        vg.argmin(w), vg.max(z, axis=0), vg.sum(z * w, axis=1), vg.exp(z) / w]))
+    f, g = _t("f", (None, None), "float32"), _t("g", (None,), "float64")
+    out.append(("float_divmod", [f, g], [f % g, f // g, vg.mod(g, 3.5), vg.floor_divide(f, 2)]))
+    a, i = _t("a", (None,), "int64"), _t("i", (None,), "int64")
+    out.append(("scatter_int", [a, i], [vg.inc_subtensor(a[i], 2), vg.set_subtensor(a[i], -1)]))
     x = _t("x", (None, None, None), "float32")
     b = _t("b", (None, None), "bool")
     reds = [vg.sum(x, axis=(0, 2)), vg.max(x, axis=1, keepdims=True), vg.prod(x), vg.min(x, 0),

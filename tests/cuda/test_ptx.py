@@ -39,6 +39,9 @@ def test_every_kernel_compiles_for_sm90(name, program):
         major, minor = map(int, re.search(r"^\.version (\d+)\.(\d+)", ptx, re.M).groups())
         assert (major, minor) <= (9, 0), f"{spec.name}: PTX ISA {major}.{minor} > 9.0"
         assert cache.entry_name(ptx), spec.name
+        # the module is loaded alone (cuModuleLoadData): nothing may stay for a linker to find
+        externs = re.findall(r"^\.extern\b.*$", ptx, re.M)
+        assert not externs, (spec.name, externs)
         # the flat argument tuple CupyKernel builds has one entry per PTX parameter
         entry = re.search(r"\.entry \w+\((.*?)\)", ptx, re.S).group(1)
         n_params = len(re.findall(r"\.param\b", entry))

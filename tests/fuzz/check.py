@@ -56,6 +56,8 @@ CONFIGS = {c.name: c for c in (
            what="CPU, fast_run, VERGLAS_THREADS=0 (row loops on one core)"),
     Config("cuda_sim", device="cuda", env=(("NUMBA_ENABLE_CUDASIM", "1"),),
            what="the CUDA backend's kernels under numba's CUDA simulator (small arrays)"),
+    Config("cuda_gpu", device="cuda",
+           what="the CUDA backend on a real GPU (small arrays; --configs cuda_gpu)"),
 )}
 
 

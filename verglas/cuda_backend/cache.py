@@ -78,7 +78,9 @@ def compile_ptx(spec, cc) -> str:
 
 def compile_spec(spec, cc) -> str:
     """Compile kernel `spec` to PTX with `numba.cuda.compile_ptx` (needs NVVM, not a GPU)."""
-    from numba import cuda  # optional: numba-cuda
+    from verglas.cuda_backend.compat import numba_cuda  # optional: numba-cuda
+
+    cuda = numba_cuda()
 
     namespace = {"cuda": cuda, "math": math, "cmath": cmath, "np": np}
     exec(compile(spec.source, f"<verglas kernel {spec.name}>", "exec"), namespace)

@@ -250,14 +250,22 @@ def index_args(L, x, arrays, ints, entries, at: int, op_name: str):
 
 
 def _check_bounds(L, x, arrays, ints, entries, op_name: str) -> None:
+    """numpy's bounds check of indices nothing reads: an index array is checked on the device
+    into an error flag (no read back, so the call stays capturable as a CUDA graph)."""
     arrays, ints = iter(arrays), iter(ints)
     for axis, e in enumerate(entries):
         if e[0] not in ("array", "int"):
             continue
-        value = np.asarray(L.to_host(next(arrays)) if e[0] == "array" else next(ints))
         n = x.shape[axis]
-        if value.size and (value.min() < -n or value.max() >= n):
-            raise IndexError(f"{op_name}: an index is out of bounds for axis {axis} of size {n}")
+        message = f"{op_name}: an index is out of bounds for axis {axis} of size {n}"
+        if e[0] == "int":
+            if not -n <= next(ints) < n:
+                raise IndexError(message)
+            continue
+        index = next(arrays)
+        if index.size:
+            flag = L.error_flag(IndexError, message)
+            flag[...] = L.xp.any((index < -n) | (index >= n))
 
 
 def broadcast_value(L, v, shape, op_name: str):

@@ -198,7 +198,8 @@ class _RowKernel:
         self.cols = {d: kb.param("cols", T.Scal("int64")) for d in plan.col_dims}
         kb.line("tid = cuda.threadIdx.x")
         for b, name in self.cache.items():
-            kb.line(f"{name} = cuda.local.array({CACHED}, {T.np_dtype(plan.var(b).type.dtype)})")
+            held = T.held(plan.var(b).type.dtype)
+            kb.line(f"{name} = cuda.local.array({CACHED}, {T.np_dtype(held)})")
         kb.line(f"for row in range(cuda.blockIdx.x, {rows}, cuda.gridDim.x):")
         with kb.indent():
             self.filled.clear()
@@ -278,19 +279,20 @@ class _RowKernel:
                 memo[out] = value
                 self._remember(out, value)
             return memo[b]
-        name = self.arrays[b]
+        name, dtype = self.arrays[b], var.type.dtype
         if _one_element(var):
-            return f"{name}[0]"
+            return T.load(f"{name}[0]", dtype)
         r = "0" if var.type.shape[0] == 1 else "row"
         c = "0" if var.type.shape[1] == 1 else "col"
         memo[b] = kb.fresh("e")
-        kb.line(f"{memo[b]} = {name}[{r}, {c}]")
+        kb.line(f"{memo[b]} = {T.load(f'{name}[{r}, {c}]', dtype)}")
         self._remember(b, memo[b])
         return memo[b]
 
     def _elemwise(self, step, memo: dict) -> list[str]:
         args = [self._at(b, memo) if step.element_index(i) is None else
-                f"{self.arrays[b]}[{', '.join(map(str, step.element_index(i)))}]"
+                T.load(f"{self.arrays[b]}[{', '.join(map(str, step.element_index(i)))}]",
+                       step.node.inputs[i].type.dtype)
                 for i, b in enumerate(step.inputs)]
         node = step.node
         return self.kb.scalar_expr(node.op.scalar_op, args,
@@ -329,7 +331,7 @@ class _RowKernel:
         if dtype not in self.shared:
             self.shared[dtype] = f"sm{len(self.shared)}"
             self.kb.lines.insert(0, f"    {self.shared[dtype]} = cuda.shared.array("
-                                    f"{self.threads}, {T.np_dtype(dtype)})")
+                                    f"{self.threads}, {T.np_dtype(T.held(dtype))})")
         return self.shared[dtype]
 
     def _keep_row_value(self, b, value: str) -> None:

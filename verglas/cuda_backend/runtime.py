@@ -52,8 +52,11 @@ def default_launcher():
 
 def _make_launcher():
     try:
-        from numba import cuda
         from numba.cuda.core import config
+
+        from verglas.cuda_backend.compat import numba_cuda
+
+        cuda = numba_cuda()
     except Exception as exc:  # numba-cuda or cuda-bindings missing
         raise RuntimeError(NO_DEVICE_MESSAGE + f"numba.cuda cannot be imported ({exc})") from None
     if config.ENABLE_CUDASIM:
@@ -128,7 +131,8 @@ class _IEEEMath:
 
     _NUMPY = {"exp": np.exp, "expm1": np.expm1, "log": np.log, "log1p": np.log1p,
               "sqrt": np.sqrt, "sin": np.sin, "cos": np.cos, "tan": np.tan, "tanh": np.tanh,
-              "pow": np.power, "isinf": np.isinf, "isnan": np.isnan}
+              "pow": np.power, "isinf": np.isinf, "isnan": np.isnan, "fmod": np.fmod,
+              "floor": np.floor, "copysign": np.copysign}
 
     def __init__(self, module):
         self._module = module
@@ -251,8 +255,29 @@ class CupyLauncher(Launcher):
             handle = self._kernels[spec.fingerprint] = CupyKernel(spec, self.cc)
         return handle
 
+    def upload(self, value):
+        """A device copy of host `value`, bit for bit. (cupy.array of a 0-d array fills the
+        result with its value, and fills a zero with a memset: -0.0 arrived as 0.0, seen on a
+        real GPU.)"""
+        host = np.ascontiguousarray(value)
+        out = self.xp.empty(host.shape, host.dtype)
+        if host.size:
+            out.set(host)
+        return out
+
     def to_device(self, value):
-        return self.xp.array(value, copy=True)
+        cp = self.xp
+        if not cp.cuda.get_current_stream().is_capturing():
+            return self.upload(value)
+        # Capturing (CapturedCall): a host value of a capturable program depends only on the
+        # input shapes and constants, fixed for the graph; it is uploaded now, once, on a side
+        # stream (cupy refuses host-to-device copies on a capturing stream, and a captured
+        # copy would keep pointing at a pinned staging buffer cupy recycles).
+        side = cp.cuda.Stream(non_blocking=True)
+        with side:
+            out = self.upload(value)
+        side.synchronize()
+        return out
 
     def to_host(self, value):
         return self.xp.asnumpy(value)
@@ -263,12 +288,12 @@ class CupyLauncher(Launcher):
         if isinstance(value, cp.ndarray):
             return value
         if isinstance(value, np.ndarray):
-            return cp.asarray(value)
+            return self.upload(value)
         if hasattr(value, "__cuda_array_interface__"):
             return cp.asarray(value)
         if hasattr(value, "__dlpack__"):
             return cp.from_dlpack(value)
-        return cp.asarray(np.asarray(value))
+        return self.upload(np.asarray(value))
 
     def matmul(self, a, b, dtype):
         return self.xp.matmul(a, b).astype(dtype, copy=False)
@@ -316,6 +341,7 @@ class CUDARunner(Runner):
     """Calls the generated host function; replays CUDA graphs for repeated shape signatures."""
 
     MAX_GRAPHS = 8
+    MAX_SEEN = 256
 
     def __init__(self, program, generated, launcher):
         self.program = program
@@ -332,6 +358,8 @@ class CUDARunner(Runner):
         self.use_graphs = launcher.supports_graphs and generated.capturable
         self._graphs: dict = {}
         self._seen: dict = {}
+        self._graphs_lock = threading.Lock()
+        self.capture_error: str | None = None  # why a capture failed (graphs then off)
 
     def accept(self, ttype, value, label: str):
         """A device array given by the caller, checked like TensorType.filter (zero copy
@@ -379,11 +407,24 @@ class CUDARunner(Runner):
         inputs = [L.from_input(a) for a in args]
         if self.use_graphs:
             key = tuple((a.shape, a.dtype.str) for a in inputs)
-            call = self._graphs.get(key)
-            if call is None and self._seen.get(key, 0) >= 1 and len(self._graphs) < \
-                    self.MAX_GRAPHS:
-                call = self._graphs[key] = CapturedCall(self, inputs)
-            self._seen[key] = self._seen.get(key, 0) + 1
+            with self._graphs_lock:  # one capture per signature, even with callers racing
+                call = self._graphs.get(key)
+                if call is None and self._seen.get(key, 0) >= 1 and len(self._graphs) < \
+                        self.MAX_GRAPHS:
+                    try:
+                        call = self._graphs[key] = CapturedCall(self, inputs)
+                    except (IndexError, ValueError, TypeError):  # the caller's error
+                        L.take_pending()
+                        raise
+                    except Exception as exc:  # noqa: BLE001 -- the call runs eagerly instead
+                        # the host code did something a capture refuses (a read back the
+                        # generator did not see): this program is run without graphs, and
+                        # says why
+                        L.take_pending()
+                        self.use_graphs, self.capture_error = False, repr(exc)
+                if len(self._seen) >= self.MAX_SEEN:  # signatures seen once: forget them
+                    self._seen.clear()
+                self._seen[key] = self._seen.get(key, 0) + 1
             if call is not None:
                 return call.replay(inputs)
         L.begin_call()
@@ -397,7 +438,7 @@ class CapturedCall:
 
     Inputs are copied into fixed buffers, the graph replays the kernels on them, and the
     outputs are copied out (the graph owns its buffers). Every allocation made while capturing
-    is kept alive with the graph. Not runnable without a GPU: untested.
+    is kept alive with the graph. The fixed buffers are shared: one replay at a time.
     """
 
     def __init__(self, runner, inputs):
@@ -405,6 +446,9 @@ class CapturedCall:
 
         L = runner.launcher
         self.launcher = L
+        self._lock = threading.Lock()
+        for spec in runner.generated.kernels:  # compiled and loaded before, not inside, capture
+            L.kernel(spec).load()
         self.stream = cupy.cuda.Stream(non_blocking=True)
         self.inputs = [cupy.empty(a.shape, a.dtype) for a in inputs]
         pool = cupy.get_default_memory_pool()
@@ -429,12 +473,15 @@ class CapturedCall:
         import cupy
 
         current = cupy.cuda.get_current_stream()
-        self.stream.wait_event(current.record())
-        with self.stream:
-            for fixed, value in zip(self.inputs, inputs):
-                cupy.copyto(fixed, value)
-            self.graph.launch(self.stream)
-            outputs = [o.copy() for o in self.outputs]
-        self.launcher.check_errors(self.pending)
-        current.wait_event(self.stream.record())
+        with self._lock:
+            self.stream.wait_event(current.record())
+            with self.stream:
+                for fixed, value in zip(self.inputs, inputs):
+                    cupy.copyto(fixed, value)
+                self.graph.launch(self.stream)
+                outputs = [o.copy() for o in self.outputs]
+            # the caller's stream waits for the replay before it reads the error flags (read
+            # under the lock: the next replay zeroes them)
+            current.wait_event(self.stream.record())
+            self.launcher.check_errors(self.pending)
         return outputs

@@ -22,7 +22,8 @@ from numba import from_dtype, types
 
 from verglas.scalar_code import (HELPERS, arith, emit_scalar, helpers_in, substitute,
                                  variant)
-from verglas.source import Emitter, cast_expr, literal, np_dtype
+from verglas import source
+from verglas.source import Emitter, np_dtype
 from verglas.ops import scalar as s
 
 __all__ = ["KernelSpec", "Arr", "Scal", "KernelBuilder", "scalar_def", "literal", "cast_expr",
@@ -73,7 +74,40 @@ class KernelSpec:
         return h.hexdigest()[:32]
 
 
+# -- float16 ---------------------------------------------------------------------------------------
+# A float16 value is a float32 in kernel code, rounded to half precision wherever an op produces
+# a float16 (numpy's half loops compute in float32 and round the same way). numba-cuda's own half
+# arithmetic calls C++ operator helpers (`_ZmlRK6__halfS1__nbst`, ...) that only its own launcher
+# links: a PTX module loaded by itself cannot resolve them (seen on a real GPU).
+def cast_expr(expr: str, dtype: str) -> str:
+    """`expr` converted to `dtype` in kernel code (float16: rounded, held as float32)."""
+    if dtype == "float16":
+        return f"np.float32(np.float16({expr}))"
+    return source.cast_expr(expr, dtype)
+
+
+def literal(value, dtype: str) -> str:
+    """A typed scalar literal in kernel code (float16: the float32 holding the half value)."""
+    if dtype == "float16":
+        return source.literal(np.float32(np.float16(value)), "float32")
+    return source.literal(value, dtype)
+
+
+def held(dtype: str) -> str:
+    """The dtype kernel code holds a `dtype` value in (shared and local arrays too)."""
+    return "float32" if dtype == "float16" else dtype
+
+
+def load(expr: str, dtype: str) -> str:
+    """An element read of a `dtype` array or scalar parameter, as kernel code computes with it."""
+    return f"np.float32({expr})" if dtype == "float16" else expr
+
+
 # -- scalar code ---------------------------------------------------------------------------------
+# where numba-cuda's own scalar code is not numpy's (seen on a real GPU; the simulator runs
+# Python's and numpy's, which hid them): float % and //, complex ** and log1p
+_FLOAT_DIVMOD = {"mod": "float_divmod(x, y)[1]", "floor_div": "float_divmod(x, y)[0]"}
+_COMPLEX = {"pow": "complex_pow(x, y)", "log1p": "complex_log1p(x)"}
 _ALLOWED_NAMES = {"math", "abs", "min", "max", "int", "float", "bool"}
 
 
@@ -121,6 +155,16 @@ def scalar_def(op_name: str) -> tuple[str, str]:
         return name, f"def {name}({args}):\n    return {cls.impl_expr}"
     node = _as_def(name, _function_node(cls.impl))
     return name, ast.unparse(node)
+
+
+def _cuda_variant(sop, arg_dtypes) -> str | None:
+    """The expression of `sop` where numba-cuda's scalar code differs from numpy's."""
+    kinds = {np.dtype(d).kind for d in arg_dtypes}
+    if kinds == {"f"}:
+        return _FLOAT_DIVMOD.get(sop.name)
+    if "c" in kinds:
+        return _COMPLEX.get(sop.name)
+    return None
 
 
 class KernelBuilder(Emitter):
@@ -175,6 +219,9 @@ class KernelBuilder(Emitter):
                 expr = f"({expr}).real"  # numpy keeps the real part
         elif isinstance(sop, (s.Neg, s.Invert)) and arg_dtypes[0] == "bool":
             expr = f"not {args[0]}"
+        elif (special := _cuda_variant(sop, arg_dtypes)) is not None:
+            self.uses(special)
+            expr = substitute(special, args)
         elif (special := variant(sop, arg_dtypes)) is not None:
             self.uses(special)
             expr = substitute(special, args)
@@ -228,7 +275,7 @@ def REDUCERS(kind: str, in_dtype: str, out_dtype: str) -> Reducer:
         return Reducer("uint8", "np.uint8(0)" if largest else "np.uint8(1)",
                        "max({a}, {b})" if largest else "min({a}, {b})",
                        "np.uint8({x} != 0)", "({a} != 0)")
-    cast = f"{np_dtype(out_dtype)}({{x}})"
+    cast = load(f"{np_dtype(out_dtype)}({{x}})", out_dtype)
     if kind in ("sum", "prod"):  # (signed integers wrap around: scalar_code.arith)
         op, one = ("+", 0) if kind == "sum" else ("*", 1)
         combine = cast_expr(arith(op, "{a}", "{b}", out_dtype), out_dtype)
@@ -261,23 +308,23 @@ def _operand_params(kb, operands, rank: int, layout: str):
         kind, dtype = op[0], op[1]
         if kind == "array":
             name = kb.param("a", Arr(dtype, rank, layout))
-            reads.append(("array", name))
+            reads.append(("array", name, dtype))
             first = first or name
         elif kind == "one":
             name = kb.param("a", Arr(dtype, 1, "A"))
-            reads.append(("fixed", f"{name}[0]"))
+            reads.append(("fixed", load(f"{name}[0]", dtype), dtype))
         elif kind == "arg":
             name = kb.param("v", Scal(dtype))
-            reads.append(("fixed", name))
+            reads.append(("fixed", load(name, dtype), dtype))
         elif kind == "at":  # one element of an array: ("at", dtype, its ndim, index text)
             name = kb.param("a", Arr(dtype, op[2], "A"))
-            reads.append(("fixed", f"{name}[{op[3]}]"))
+            reads.append(("fixed", load(f"{name}[{op[3]}]", dtype), dtype))
         else:
-            reads.append(("fixed", op[2]))
+            reads.append(("fixed", op[2], dtype))
 
     def read(k: int, index: str) -> str:
-        kind, text = reads[k]
-        return f"{text}[{index}]" if kind == "array" else text
+        kind, text, dtype = reads[k]
+        return load(f"{text}[{index}]", dtype) if kind == "array" else text
 
     return read, first
 
@@ -360,7 +407,7 @@ def reduce_rows_kernel(name, red: Reducer, sop, operands, in_dtype, out_dtype, n
     read, view = _operand_params(kb, operands, nk + nr, "A")
     m, k, g, nsplit = (kb.param(p, Scal("int64")) for p in ("m", "k", "g", "s"))
     kb.uses(red.combine)
-    kb.line(f"sm = cuda.shared.array({threads}, {np_dtype(red.acc)})")
+    kb.line(f"sm = cuda.shared.array({threads}, {np_dtype(held(red.acc))})")
     kb.line("tid = cuda.threadIdx.x")
     kb.line(f"lane = tid % {g}")
     kb.line(f"gpb = {threads} // {g}")
@@ -422,8 +469,15 @@ def arg_kernel(name, dtype, largest: bool, nk: int, nr: int, threads: int) -> Ke
     dest = kb.param("dest", Arr("int64", 1, "C"))
     x = kb.param("x", Arr(dtype, nk + nr))
     m, k, g = (kb.param(p, Scal("int64")) for p in ("m", "k", "g"))
-    better = ">" if largest else "<"
-    kb.line(f"sv = cuda.shared.array({threads}, {np_dtype(dtype)})")
+    if np.dtype(dtype).kind == "c":  # numpy orders complex numbers lexicographically
+        kb.uses("complex_lt(a, b)")
+
+        def beats(a, b):
+            return f"complex_lt({b}, {a})" if largest else f"complex_lt({a}, {b})"
+    else:
+        def beats(a, b):
+            return f"{a} {'>' if largest else '<'} {b}"
+    kb.line(f"sv = cuda.shared.array({threads}, {np_dtype(held(dtype))})")
     kb.line(f"si = cuda.shared.array({threads}, np.int64)")
     kb.line("tid = cuda.threadIdx.x")
     kb.line(f"lane = tid % {g}")
@@ -440,8 +494,9 @@ def arg_kernel(name, dtype, largest: bool, nk: int, nr: int, threads: int) -> Ke
             with kb.indent():
                 rows = kb.decompose("row", [f"{x}.shape[{d}]" for d in range(nk)], "p")
                 cols = kb.decompose("col", [f"{x}.shape[{d}]" for d in range(nk, nk + nr)], "q")
-                kb.line(f"v = {x}[{', '.join(rows + cols)}]")
-                kb.line(f"if bi < 0 or (v != v and bv == bv) or v {better} bv:")
+                element = f"{x}[{', '.join(rows + cols)}]"
+                kb.line(f"v = {load(element, dtype)}")
+                kb.line(f"if bi < 0 or (v != v and bv == bv) or {beats('v', 'bv')}:")
                 with kb.indent():
                     kb.line("bv = v")
                     kb.line("bi = col")
@@ -460,7 +515,7 @@ def arg_kernel(name, dtype, largest: bool, nk: int, nr: int, threads: int) -> Ke
                 kb.line("if ci >= 0:")
                 with kb.indent():
                     kb.line(f"if ai < 0 or (cv != cv and (av == av or ci < ai)) or (av == av and "
-                            f"(cv {better} av or (cv == av and ci < ai))):")
+                            f"({beats('cv', 'av')} or (cv == av and ci < ai))):")
                     with kb.indent():
                         kb.line("sv[tid] = cv")
                         kb.line("si[tid] = ci")
@@ -564,5 +619,8 @@ def index_kernel(name, scatter: str | None, x_dtype, v_dtype, x_rank: int, entri
             elif scatter == "set":
                 kb.line(f"{src} = {cast_expr(dst, x_dtype)}")
             else:
-                kb.line(f"cuda.atomic.add({x}, ({', '.join(xi)},), {cast_expr(dst, x_dtype)})")
+                # one axis: a plain index (numba-cuda cannot lower a 1-tuple index of an
+                # integer array's atomic add; seen on a real GPU, not in the simulator)
+                where = xi[0] if len(xi) == 1 else f"({', '.join(xi)})"
+                kb.line(f"cuda.atomic.add({x}, {where}, {cast_expr(dst, x_dtype)})")
     return kb.spec()

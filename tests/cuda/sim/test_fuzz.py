@@ -96,3 +96,30 @@ def test_inplace_host_step_on_a_constant():
     a, b = np.array([5, 5, 5], np.uint64), np.array([True, True, True])
     ref = vg.compile([x0, x1], out, mode="reference")(a, b)
     same(run([x0, x1], [out], [a, b])[0], ref)
+
+
+def test_float_remainder_and_floor_division_by_infinities():
+    """numba-cuda's float % and // gave NaN for x % -inf and x // inf (numpy: x or -inf, 0 or
+    -1): fuzzer seeds 198, 953, 1809, 1946 on an H100. The kernels now use numpy's divmod."""
+    x, y = t("x", (None,), "float32"), t("y", (None,), "float64")
+    xs = np.array([-0.6443, 0.4144, 0.0, -0.0, np.inf, np.nan, 3.0], np.float32)
+    ys = np.array([-np.inf, np.inf, -np.inf, np.inf, 2.0, 1.0, 0.0])
+    got = run([x, y], [x % y, x // y, vg.mod(x, -np.inf)], [xs, ys])
+    with np.errstate(all="ignore"):
+        same(got[0], np.remainder(xs, ys))
+        same(got[1], np.floor_divide(xs, ys))
+        same(got[2], np.remainder(xs, np.float32(-np.inf)))
+
+
+def test_complex_power_log_and_log1p():
+    """numba-cuda's complex power lost the real part of (-1.3j) ** (-1.3j) (seeds 142, 637) and
+    its log1p overflowed for large parts (seed 1852), on an H100."""
+    z, w = t("z", (None,), "complex64"), t("w", (None,), "complex128")
+    zs = np.array([-1.3253j, 2 + 1j, 0j, -3 + 0j], np.complex64)
+    ws = np.array([1e300 + 1e300j, -0.5 + 2j, 1e-20j, -1 + 0j])
+    got = run([z, w], [z ** z, vg.log1p(w), vg.log(w), w ** 3], [zs, ws])
+    with np.errstate(all="ignore"):
+        same(got[0], zs ** zs, rtol=1e-5)
+        same(got[1], np.log1p(ws))
+        same(got[2], np.log(ws))
+        same(got[3], ws ** 3)

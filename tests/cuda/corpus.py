@@ -40,6 +40,13 @@ def corpus():
         vg.argmin(w), vg.max(z, axis=0), vg.sum(z * w, axis=1), vg.exp(z) / w]))
     f, g = _t("f", (None, None), "float32"), _t("g", (None,), "float64")
     out.append(("float_divmod", [f, g], [f % g, f // g, vg.mod(g, 3.5), vg.floor_divide(f, 2)]))
+    # inner graphs: an OpFromGraph's sub-program called twice, a Scan's body called per step
+    h0, u, w = _t("h0", (None,), "float32"), _t("u", (None, None), "float32"), \
+        _t("w", (None, None), "float32")
+    layer = vg.OpFromGraph([h0, w], [vg.tanh(h0 @ w) + 1])
+    hs = vg.scan(lambda u_t, h: vg.tanh(h @ w + u_t), sequences=[u], outputs_info=[h0])
+    out.append(("inner_graphs", [h0, u, w], [layer(layer(h0, w), w), hs,
+                                             *vg.grad(vg.sum(hs ** 2), [h0, w])]))
     a, i = _t("a", (None,), "int64"), _t("i", (None,), "int64")
     out.append(("scatter_int", [a, i], [vg.inc_subtensor(a[i], 2), vg.set_subtensor(a[i], -1)]))
     x = _t("x", (None, None, None), "float32")

@@ -1,5 +1,6 @@
 """CUDA code generation without a device: structure, launch plans, import hygiene, errors."""
 
+import re
 import subprocess
 import sys
 
@@ -33,8 +34,24 @@ def test_corpus_generates_without_fallbacks():
         src = generate(program, Config(threads=64))
         assert not src.fallbacks, (name, src.fallbacks)
         compile(src.text, name, "exec")
-        for spec in src.kernels:
+        for sub in src.subs.values():
+            compile(sub.text, name, "exec")
+        for spec in src.all_kernels():
             compile(spec.source, spec.name, "exec")
+
+
+def test_inner_graphs_run_on_the_device_not_by_their_perform():
+    """An OpFromGraph is a call of its sub-program's host function (one per distinct op, its
+    kernels shared by every use); a Scan is a host-driven loop of its body's calls. No step
+    runs a reference perform on host copies, and without a stopping condition the program
+    stays capturable as a CUDA graph."""
+    program = dict(programs())["inner_graphs"]
+    src = generate(program, Config(threads=64))
+    assert not src.fallbacks and not src.syncs
+    calls = re.findall(r"= (S\d+)\(L, ", src.text)
+    assert len(calls) == 2 and len(set(calls)) == 1, src.text  # the layer, used twice
+    assert src.text.count("H.run_scan(L, ") == 2, src.text  # the loop and its pullback
+    assert len(src.subs) == 3
 
 
 def test_elementwise_chain_is_one_kernel_pair_and_reduce_of_map_fuses():

@@ -56,6 +56,7 @@ class HostSource:
     syncs: bool = False  # reads device values on the host
     has_matmul: bool = False
     fallbacks: list = field(default_factory=list)  # ops run by their reference perform
+    subs: dict = field(default_factory=dict)  # global name -> HostSource of a sub-program
 
     @property
     def capturable(self) -> bool:
@@ -71,11 +72,31 @@ class HostSource:
         return f"K{len(self.kernels) - 1}"
 
     def full_text(self) -> str:
-        """The host function followed by every kernel's source (what users read)."""
+        """The host function followed by every kernel's source (what users read), then each
+        sub-program's."""
         parts = [self.text]
         for k, spec in enumerate(self.kernels):
             parts.append(f"# K{k} = {spec.name}\n{spec.source}")
+        for name, sub in self.subs.items():
+            text = sub.full_text().replace("\n", "\n# | ")
+            parts.append(f"# {name}: a sub-program's host function and kernels\n# | {text}")
         return "\n\n".join(parts)
+
+    def all_kernels(self):
+        """The kernels of this program and of its sub-programs."""
+        yield from self.kernels
+        for sub in self.subs.values():
+            yield from sub.all_kernels()
+
+    def add_sub(self, sub: HostSource) -> str:
+        """The global name of sub-program `sub` (its host function, called by this one); what
+        limits its replay limits this program's."""
+        name = f"S{len(self.subs)}"
+        self.subs[name] = sub
+        self.syncs |= sub.syncs
+        self.has_matmul |= sub.has_matmul
+        self.fallbacks.extend(sub.fallbacks)
+        return name
 
 
 class StepContext(EmitContext):
@@ -177,6 +198,16 @@ class _Generator:
         self.dev_name: dict[int, str] = {}
         self.host_name: dict[int, str] = {}
         self.slot_storage: dict[int, str] = {}
+        self.sub_names: dict[int, str] = {}  # id(sub-program) -> its global name
+
+    def sub(self, program) -> str:
+        """The global name of the host function running sub-program `program` (generated
+        once per distinct sub-program: an OpFromGraph used many times shares it)."""
+        name = self.sub_names.get(id(program))
+        if name is None:
+            sub = generate(program, self.src.config, name="program")
+            name = self.sub_names[id(program)] = self.src.add_sub(sub)
+        return name
 
     def dev(self, bid: int) -> str:
         name = self.dev_name.get(bid)
@@ -266,6 +297,9 @@ def generate(program, config: Config = Config(), name: str = "program") -> HostS
         if _runs_on_host(gen, step):
             _emit_perform(gen, ctx, on_host=True)
             continue
+        if step.sub_program is not None:  # an OpFromGraph: a call; a Scan: a loop of calls
+            (_emit_sub_call if step.loop is None else _emit_scan)(gen, ctx)
+            continue
         mark = len(em.lines)
         n_kernels = len(src.kernels)
         try:
@@ -289,6 +323,34 @@ def generate(program, config: Config = Config(), name: str = "program") -> HostS
     em.line(f"return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
     src.text = "\n".join([f"def {name}({', '.join(args)}):"] + em.lines)
     return src
+
+
+def _emit_sub_call(gen, ctx) -> None:
+    """Call the host function of the step's sub-program on device arrays: its kernels run
+    as the caller's do, and its outputs are arrays of its own."""
+    step = ctx.step
+    fn = gen.sub(step.sub_program)
+    args = [gen.dev(b) for b in step.inputs]
+    outs = [f"b{b}" for b in step.outputs]
+    gen.em.line(f"{', '.join(outs)}, = {fn}(L, {', '.join(args)})")
+    for b, o in zip(step.outputs, outs):
+        gen.dev_name[b] = o
+
+
+def _emit_scan(gen, ctx) -> None:
+    """A Scan: the host drives its loop (host.run_scan), a call of the body's sub-program per
+    step on the device; with a stopping condition it reads the condition back each step."""
+    step = ctx.step
+    fn = gen.sub(step.sub_program)
+    op_name = f"OP{step.index}"
+    gen.src.globals[op_name] = ctx.op
+    if ctx.op.layout.until:
+        gen.src.syncs = True
+    args = [gen.host(step.inputs[0])] + [gen.dev(b) for b in step.inputs[1:]]
+    outs = [f"b{b}" for b in step.outputs]
+    gen.em.line(f"{', '.join(outs)}, = H.run_scan(L, {op_name}, {fn}, {', '.join(args)})")
+    for b, o in zip(step.outputs, outs):
+        gen.dev_name[b] = o
 
 
 def _emit_perform(gen, ctx, on_host: bool) -> None:

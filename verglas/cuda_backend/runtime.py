@@ -20,6 +20,7 @@ index-error flags.
 from __future__ import annotations
 
 import cmath
+import functools
 import math
 import threading
 
@@ -347,14 +348,7 @@ class CUDARunner(Runner):
         self.program = program
         self.generated = generated  # the ProgramSource: host text, kernels, globals
         self.launcher = launcher
-        namespace = {"H": host, "np": np}
-        namespace.update(generated.globals)
-        for k, spec in enumerate(generated.kernels):
-            namespace[f"K{k}"] = launcher.kernel(spec)
-        exec(compile(generated.text, f"<verglas cuda program {id(program):x}>", "exec"), namespace)
-        self.fn = namespace[generated.name]
-        self.constants = tuple(launcher.to_device(np.asarray(data))
-                               for _, data in generated.const_args)
+        self.fn, self.constants = _host_function(generated, launcher, f"{id(program):x}")
         self.use_graphs = launcher.supports_graphs and generated.capturable
         self._graphs: dict = {}
         self._seen: dict = {}
@@ -433,6 +427,25 @@ class CUDARunner(Runner):
         return list(outputs)
 
 
+def _host_function(generated, launcher, label: str):
+    """(host function, its device constants) of a generated program; a sub-program's function
+    is bound to its own constants and put in its caller's namespace under its global name."""
+    namespace = {"H": host, "np": np}
+    namespace.update(generated.globals)
+    for k, spec in enumerate(generated.kernels):
+        namespace[f"K{k}"] = launcher.kernel(spec)
+    for name, sub in generated.subs.items():
+        fn, constants = _host_function(sub, launcher, f"{label}.{name}")
+        namespace[name] = functools.partial(_call_with, fn, constants)
+    exec(compile(generated.text, f"<verglas cuda program {label}>", "exec"), namespace)
+    constants = tuple(launcher.to_device(np.asarray(data)) for _, data in generated.const_args)
+    return namespace[generated.name], constants
+
+
+def _call_with(fn, constants, L, *inputs):
+    return fn(L, *inputs, *constants)
+
+
 class CapturedCall:
     """One call of a program captured as a CUDA graph for one input shape signature.
 
@@ -447,7 +460,7 @@ class CapturedCall:
         L = runner.launcher
         self.launcher = L
         self._lock = threading.Lock()
-        for spec in runner.generated.kernels:  # compiled and loaded before, not inside, capture
+        for spec in runner.generated.all_kernels():  # loaded before, not inside, the capture
             L.kernel(spec).load()
         self.stream = cupy.cuda.Stream(non_blocking=True)
         self.inputs = [cupy.empty(a.shape, a.dtype) for a in inputs]

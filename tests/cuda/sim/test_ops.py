@@ -113,3 +113,20 @@ def test_loops_with_a_stopping_condition():
                                                    vg.until(vg.sum(h * h) > 50.0)),
                                         outputs_info=[v, None], n_steps=30)[1]],
                  [np.array(3.0), np.ones(3)])
+
+
+def test_scan_and_opfromgraph_run_on_the_device():
+    """A Scan (sit-sot, mit-sot taps, nit-sot, a sequence with two offsets) and its pullback,
+    an OpFromGraph used twice: host-driven loops and sub-program calls, no host fallback."""
+    def program(h0, u, w, m0):
+        hs = vg.scan(lambda u_t, h: vg.tanh(h @ w + u_t), sequences=[u], outputs_info=[h0])
+        fib = vg.scan(lambda a, b, x0, x1: a + b * 0.5 + x1 - x0,
+                      sequences=[dict(input=u[:, 0], taps=[0, 1])],
+                      outputs_info=[dict(initial=m0, taps=[-2, -1])])
+        layer = vg.OpFromGraph([h0, w], [vg.exp(h0 @ w) * 0.1, vg.sum(h0)])
+        y, s = layer(*layer(h0, w)[:1], w)
+        return [hs, fib, y, s, *vg.grad(vg.sum(hs ** 2) + vg.sum(y), [h0, w])]
+
+    f = compare_cuda(program, [RNG.standard_normal(3), RNG.standard_normal((6, 3)),
+                               RNG.standard_normal((3, 3)) * 0.5, RNG.standard_normal(2)])
+    assert not f._runner.generated.fallbacks

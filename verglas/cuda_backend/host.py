@@ -288,66 +288,9 @@ def run_index(L, kernel, first, x, args, op_name: str) -> None:
 
 
 def run_scan(L, op, body, n, *inputs):
-    """A Scan's loop driven from the host on device arrays: each step calls the host function
-    of the body's sub-program (`body(L, *args)`, its kernels on views of the sequences and of
-    the states' rows), and its results are copied into the outputs' rows on the device. The
-    same checks and results as Scan.perform, which runs it on the host."""
-    lay, xp = op.layout, L.xp
-    n = int(n)
-    if n < 0:
-        raise ValueError(f"{op}: n_steps is {n}, it must be >= 0")
-    n_seqs, n_states = lay.n_seqs, lay.n_states
-    seqs = inputs[:n_seqs]
-    inits = inputs[n_seqs:n_seqs + n_states]
-    non_seqs = list(inputs[n_seqs + n_states:])
-    for j, (seq, offs) in enumerate(zip(seqs, lay.seq_offsets)):
-        if seq.shape[0] < n + max(offs):
-            raise ValueError(f"{op}: sequence {j} has length {seq.shape[0]}, but {n} steps "
-                             f"reading offsets {list(offs)} need {n + max(offs)}")
-    lengths = lay.mit_sot_lengths + (1,) * lay.n_sit_sot
-    buffers = []
-    for q, (init, k, st) in enumerate(zip(inits, lengths, op.state_types)):
-        if q < lay.n_mit_sot:
-            if init.shape[0] != k:
-                raise ValueError(f"{op}: mit-sot initial value {q} has leading length "
-                                 f"{init.shape[0]}, its taps need {k}")
-            buf = L.empty((k + n, *init.shape[1:]), st.dtype)
-            buf[:k] = init
-        else:
-            buf = L.empty((1 + n, *init.shape), st.dtype)
-            buf[0] = init
-        buffers.append(buf)
-    nit_types = op.inner_output_types[n_states:lay.n_outputs]
-    traces: list = [None] * lay.n_nit_sot
-    ran = n
-    for t in range(n):
-        args = [seq[t + o, ...] for seq, offs in zip(seqs, lay.seq_offsets) for o in offs]
-        for buf, k, taps in zip(buffers, lengths, lay.state_taps):
-            args.extend(buf[k + t + tap, ...] for tap in taps)
-        results = body(L, *args, *non_seqs)
-        for q, (buf, k) in enumerate(zip(buffers, lengths)):
-            if results[q].shape != buf.shape[1:]:
-                raise ValueError(f"{op}: at step {t}, state output {q} has shape "
-                                 f"{results[q].shape}, its previous value has {buf.shape[1:]}")
-            buf[k + t] = results[q]
-        for i, value in enumerate(results[n_states:lay.n_outputs]):
-            if traces[i] is None:
-                traces[i] = L.empty((n, *value.shape), nit_types[i].dtype)
-            elif value.shape != traces[i].shape[1:]:
-                raise ValueError(f"{op}: at step {t}, nit-sot output {i} has shape "
-                                 f"{value.shape}, earlier steps gave {traces[i].shape[1:]}")
-            traces[i][t] = value
-        if lay.until and bool(L.to_host(results[-1])):  # read back: the loop stops here
-            ran = t + 1
-            break
-    for i, t in enumerate(nit_types):
-        if traces[i] is None:  # no step ran: unknown dimensions are empty
-            traces[i] = L.empty((0, *(0 if s is None else s for s in t.shape)), t.dtype)
-    if ran < n:
-        buffers = [buf[:k + ran] for buf, k in zip(buffers, lengths)]
-        traces = [tr[:ran] for tr in traces]
-    outputs = []
-    for o, value in enumerate(buffers + traces):
-        kept = lay.kept(o)
-        outputs.append(value if kept is None else L.copy(value[-kept:]))
-    return outputs
+    """A Scan's loop driven from the host on device arrays (Scan.run_loop): each step calls
+    the host function of the body's sub-program (`body(L, *args)`, its kernels on views of the
+    sequences and of the states' rows), its results copied into the outputs' rows on the
+    device; a stopping condition is read back each step."""
+    return op.run_loop(n, inputs, lambda args: body(L, *args), empty=L.empty,
+                       truth=lambda value: bool(L.to_host(value)), copy=L.copy)

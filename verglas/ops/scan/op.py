@@ -277,14 +277,26 @@ class Scan(Op):
 
     # -- running -------------------------------------------------------------------------------
     def perform(self, node, inputs, outputs):
+        results = self.run_loop(inputs[0], inputs[1:], lambda args: run_inner(self, args),
+                                empty=lambda shape, dtype: np.empty(shape, dtype),
+                                truth=bool, copy=np.copy)
+        for storage, value in zip(outputs, results):
+            storage[0] = value
+
+    def run_loop(self, n, inputs, body, empty, truth, copy) -> list:
+        """The outputs of the loop over `n` steps of `body(step inputs) -> step outputs` on
+        the outer `inputs` (sequences, initial states, non-sequences), in buffers from
+        `empty(shape, dtype)`: perform runs it on numpy arrays and the reference body; the
+        CUDA backend on device arrays and its body's kernels (`truth` reads the stopping
+        condition, `copy` makes a kept tail an array of its own)."""
         lay = self.layout
-        n = int(inputs[0])
+        n = int(n)
         if n < 0:
             raise ValueError(f"{self}: n_steps is {n}, it must be >= 0")
         n_seqs, n_states = lay.n_seqs, lay.n_states
-        seqs = inputs[1:1 + n_seqs]
-        inits = inputs[1 + n_seqs:1 + n_seqs + n_states]
-        non_seqs = list(inputs[1 + n_seqs + n_states:])
+        seqs = inputs[:n_seqs]
+        inits = inputs[n_seqs:n_seqs + n_states]
+        non_seqs = list(inputs[n_seqs + n_states:])
         for j, (seq, offs) in enumerate(zip(seqs, lay.seq_offsets)):
             if seq.shape[0] < n + max(offs):
                 raise ValueError(f"{self}: sequence {j} has length {seq.shape[0]}, but {n} "
@@ -296,10 +308,10 @@ class Scan(Op):
                 if init.shape[0] != k:
                     raise ValueError(f"{self}: mit-sot initial value {q} has leading length "
                                      f"{init.shape[0]}, its taps need {k}")
-                buf = np.empty((k + n, *init.shape[1:]), dtype=st.dtype)
+                buf = empty((k + n, *init.shape[1:]), st.dtype)
                 buf[:k] = init
             else:
-                buf = np.empty((1 + n, *init.shape), dtype=st.dtype)
+                buf = empty((1 + n, *init.shape), st.dtype)
                 buf[0] = init
             buffers.append(buf)
         nit_types = self.inner_output_types[n_states:lay.n_outputs]
@@ -310,7 +322,7 @@ class Scan(Op):
             args = [seq[t + o, ...] for seq, offs in zip(seqs, lay.seq_offsets) for o in offs]
             for buf, k, taps in zip(buffers, lengths, state_taps):
                 args.extend(buf[k + t + tap, ...] for tap in taps)
-            results = run_inner(self, args + non_seqs)
+            results = body(args + non_seqs)
             for q, (buf, k) in enumerate(zip(buffers, lengths)):
                 value = results[q]
                 if value.shape != buf.shape[1:]:
@@ -319,23 +331,22 @@ class Scan(Op):
                 buf[k + t] = value
             for i, value in enumerate(results[n_states:lay.n_outputs]):
                 if traces[i] is None:
-                    traces[i] = np.empty((n, *value.shape), dtype=nit_types[i].dtype)
+                    traces[i] = empty((n, *value.shape), nit_types[i].dtype)
                 elif value.shape != traces[i].shape[1:]:
                     raise ValueError(f"{self}: at step {t}, nit-sot output {i} has shape "
                                      f"{value.shape}, earlier steps gave {traces[i].shape[1:]}")
                 traces[i][t] = value
-            if lay.until and results[-1]:
+            if lay.until and truth(results[-1]):
                 ran = t + 1
                 break
         for i, t in enumerate(nit_types):
             if traces[i] is None:  # no step ran: unknown dimensions are empty
-                traces[i] = np.empty((0, *(0 if s is None else s for s in t.shape)), t.dtype)
+                traces[i] = empty((0, *(0 if s is None else s for s in t.shape)), t.dtype)
         if ran < n:  # the loop stopped early: the entries of the steps that ran
             buffers = [buf[:k + ran] for buf, k in zip(buffers, lengths)]
             traces = [tr[:ran] for tr in traces]
-        for o, (storage, value) in enumerate(zip(outputs, buffers + traces)):
-            kept = lay.kept(o)
-            storage[0] = value if kept is None else value[-kept:].copy()
+        return [value if lay.kept(o) is None else copy(value[-lay.kept(o):])
+                for o, value in enumerate(buffers + traces)]
 
     def infer_shape(self, fgraph, node, input_shapes):
         lay = self.layout

@@ -22,6 +22,7 @@ from __future__ import annotations
 import cmath
 import functools
 import math
+import re
 import threading
 
 import numpy as np
@@ -37,8 +38,32 @@ __all__ = ["build_runner", "default_launcher", "CUDARunner", "Launcher", "SimLau
 NO_DEVICE_MESSAGE = ("device='cuda' needs an NVIDIA GPU with the CUDA driver, numba-cuda and "
                      "cupy, or NUMBA_ENABLE_CUDASIM=1 for the simulator: ")
 
+# the CUDA release whose driver first loads a PTX ISA version (a driver loads PTX up to its own)
+_PTX_CUDA = {(9, 0): (13, 0), (8, 8): (12, 9), (8, 7): (12, 8), (8, 6): (12, 7), (8, 5): (12, 5),
+             (8, 4): (12, 4), (8, 3): (12, 3), (8, 2): (12, 2), (8, 1): (12, 1), (8, 0): (12, 0)}
+
 _launcher = None
 _launcher_lock = threading.Lock()
+
+
+def ptx_needs(ptx: str) -> tuple[tuple[int, int], tuple[int, int] | None]:
+    """(PTX ISA version of `ptx`, the CUDA driver version that first loads it, if known)."""
+    match = re.search(r"^\.version (\d+)\.(\d+)", ptx, re.M)
+    isa = (int(match.group(1)), int(match.group(2))) if match else (0, 0)
+    return isa, _PTX_CUDA.get(isa)
+
+
+def load_failure(name: str, ptx: str, driver: tuple[int, int], exc: Exception) -> str:
+    """What to tell a user whose driver refused kernel `name`'s PTX."""
+    (major, minor), needs = ptx_needs(ptx)
+    text = (f"cuda backend: the CUDA driver (CUDA {driver[0]}.{driver[1]}) could not load kernel "
+            f"{name}, PTX ISA {major}.{minor} ({type(exc).__name__}: {exc}). ")
+    if needs is not None and driver < needs:
+        text += (f"That PTX needs a CUDA {needs[0]}.{needs[1]} driver or newer. ")
+    return text + ("verglas[cuda] compiles with NVVM 13.0 (PTX 9.0) for CUDA 13 drivers (R580 or "
+                   "newer); for a CUDA 12 driver install verglas[cuda12] instead (NVVM 12.9, PTX "
+                   "8.8, needs R575 or newer; pin cuda-toolkit to the driver's 12.x for an older "
+                   "one), or update the driver.")
 
 
 def default_launcher():
@@ -243,6 +268,13 @@ class CupyLauncher(Launcher):
         import cupy
 
         self.xp = cupy
+        version = cupy.cuda.runtime.driverGetVersion()  # e.g. 13000
+        self.driver = (version // 1000, version % 1000 // 10)
+        if self.driver < (12, 0):
+            raise RuntimeError(f"cuda backend: the CUDA driver supports CUDA {self.driver[0]}."
+                               f"{self.driver[1]}; verglas needs a CUDA 13 driver (R580 or "
+                               f"newer) with verglas[cuda], or a CUDA 12 driver with "
+                               f"verglas[cuda12]")
         device = cupy.cuda.Device()
         cc = device.compute_capability  # e.g. "90"
         self.cc = (int(cc[:-1]), int(cc[-1]))
@@ -253,7 +285,7 @@ class CupyLauncher(Launcher):
     def kernel(self, spec):
         handle = self._kernels.get(spec.fingerprint)
         if handle is None:
-            handle = self._kernels[spec.fingerprint] = CupyKernel(spec, self.cc)
+            handle = self._kernels[spec.fingerprint] = CupyKernel(spec, self.cc, self.driver)
         return handle
 
     def upload(self, value):
@@ -303,9 +335,10 @@ class CupyLauncher(Launcher):
 class CupyKernel:
     """A kernel loaded from PTX into a cupy module, launched with numba's array ABI."""
 
-    def __init__(self, spec, cc):
+    def __init__(self, spec, cc, driver=(13, 0)):
         self.spec = spec
         self.cc = cc
+        self.driver = driver
         self.function = None
         self.is_array = [isinstance(p, Arr) for p in spec.params]
         self.scalar_types = [None if isinstance(p, Arr) else np.dtype(p.dtype).type
@@ -319,7 +352,11 @@ class CupyKernel:
             if self.function is None:
                 ptx = cache.compile_ptx(self.spec, self.cc)
                 module = cupy.cuda.function.Module()
-                module.load(ptx.encode() + b"\0")  # cuModuleLoadData takes NUL-terminated PTX
+                try:  # cuModuleLoadData takes NUL-terminated PTX
+                    module.load(ptx.encode() + b"\0")
+                except Exception as exc:  # noqa: BLE001 -- CUDADriverError: say what to do
+                    raise RuntimeError(load_failure(self.spec.name, ptx, self.driver, exc)) \
+                        from exc
                 self.module = module  # the function lives as long as its module
                 self.function = module.get_function(cache.entry_name(ptx))
         return self.function

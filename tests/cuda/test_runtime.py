@@ -1,0 +1,110 @@
+"""The CUDA runtime's launch path without a GPU: graph replay against a fake cupy (the order of
+stream waits and error reads, one replay at a time), and what a driver too old for the PTX
+is told."""
+
+import sys
+import threading
+import time
+import types
+
+import numpy as np
+import pytest
+
+from verglas.cuda_backend import runtime
+
+
+class _Log(list):
+    def add(self, event):
+        self.append(event)
+
+
+class _Stream:
+    def __init__(self, name, log):
+        self.name, self.log = name, log
+
+    def record(self):
+        self.log.add(f"{self.name}.record")
+        return f"event of {self.name}"
+
+    def wait_event(self, event):
+        self.log.add(f"{self.name}.wait({event})")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+class _Graph:
+    def __init__(self, log):
+        self.log, self.busy, self.overlaps = log, False, 0
+
+    def launch(self, stream):
+        if self.busy:
+            self.overlaps += 1
+        self.busy = True
+        time.sleep(0.002)  # a replay takes a while; another caller must not interleave
+        self.log.add("launch")
+        self.busy = False
+
+
+class _Launcher:
+    def __init__(self, log):
+        self.log = log
+
+    def check_errors(self, pending):
+        self.log.add("check_errors")
+
+
+def _captured_call(log, monkeypatch):
+    caller = _Stream("caller", log)
+    fake = types.SimpleNamespace(
+        cuda=types.SimpleNamespace(get_current_stream=lambda: caller),
+        copyto=lambda dst, src: dst.__setitem__(Ellipsis, src))
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    call = object.__new__(runtime.CapturedCall)
+    call.launcher = _Launcher(log)
+    call.stream = _Stream("graph", log)
+    call.inputs = [np.zeros(3)]
+    call.outputs = [np.ones(3)]
+    call.graph = _Graph(log)
+    call.pending = [("flag", IndexError, "message")]
+    call._lock = threading.Lock()
+    return call
+
+
+def test_replay_reads_the_error_flags_after_the_callers_stream_waits(monkeypatch):
+    log = _Log()
+    call = _captured_call(log, monkeypatch)
+    call.replay([np.arange(3.0)])
+    wait = log.index("caller.wait(event of graph)")
+    assert log.index("launch") < wait < log.index("check_errors"), log
+
+
+def test_one_replay_at_a_time(monkeypatch):
+    log = _Log()
+    call = _captured_call(log, monkeypatch)
+    threads = [threading.Thread(target=call.replay, args=([np.full(3, k)],)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert call.graph.overlaps == 0 and log.count("launch") == 8
+
+
+PTX_90 = ".version 9.0\n.target sm_90\n.address_size 64\n"
+
+
+def test_a_driver_too_old_for_the_ptx_is_told_what_to_install():
+    text = runtime.load_failure("k0_map", PTX_90, (12, 4), RuntimeError("CUDA_ERROR_INVALID_PTX"))
+    assert "CUDA 12.4" in text and "PTX ISA 9.0" in text and "k0_map" in text
+    assert "needs a CUDA 13.0 driver" in text and "verglas[cuda12]" in text
+    assert runtime.ptx_needs(".version 8.8\n") == ((8, 8), (12, 9))
+    newer = runtime.load_failure("k0_map", PTX_90, (13, 0), RuntimeError("other"))
+    assert "needs a CUDA" not in newer  # a current driver: the error is something else
+
+
+@pytest.mark.parametrize("version,needs", [((9, 0), (13, 0)), ((8, 0), (12, 0))])
+def test_ptx_versions_map_to_driver_releases(version, needs):
+    assert runtime.ptx_needs(f".version {version[0]}.{version[1]}\n") == (version, needs)

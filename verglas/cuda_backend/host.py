@@ -277,6 +277,19 @@ def broadcast_value(L, v, shape, op_name: str):
                          f"the indexed shape {tuple(shape)}") from None
 
 
+def mask_indices(L, mask, shape, axis: int, op_name: str):
+    """The index arrays of a boolean mask over the axes of `shape` from `axis` on (its
+    nonzero(): compacted on the device, the count read back once); IndexError naming the op
+    when the mask's shape does not match, as numpy's."""
+    for k, n in enumerate(mask.shape):
+        if axis + k >= len(shape) or shape[axis + k] != n:
+            size = shape[axis + k] if axis + k < len(shape) else "missing"
+            raise IndexError(f"{op_name}: boolean index did not match the indexed array along "
+                             f"axis {axis + k}; the axis has size {size} but the boolean axis "
+                             f"has size {n}")
+    return tuple(L.xp.nonzero(mask))
+
+
 def run_index(L, kernel, first, x, args, op_name: str) -> None:
     """Launch a gather (first = output) or scatter (first = values) over the indexed shape."""
     n = size(first.shape)

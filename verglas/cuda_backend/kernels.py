@@ -340,13 +340,21 @@ def _advanced_plan(op, x, index_vars):
     entries, basic = [], []
     adv_pos, n_slices, first = [], 0, None
     it = iter(index_vars)
-    for pos, e in enumerate(op.idx_list):
+    axis = 0
+    for e in op.idx_list:
         if e in ("newaxis", "..."):
             raise NotImplementedError(f"{op}: newaxis/ellipsis in an advanced index")
         if e == "array":
             var = next(it)
-            if var.type.dtype == "bool":
-                raise NotImplementedError(f"{op}: boolean index")
+            if var.type.dtype == "bool":  # a k-d mask: k index arrays, its nonzero() (1-d)
+                if var.ndim == 0:
+                    raise NotImplementedError(f"{op}: 0-d boolean index")
+                entries += [("array", "int64", 1)] * var.ndim
+                basic += [("slice", False, False, False)] * var.ndim
+                adv_pos += range(axis, axis + var.ndim)
+                axis += var.ndim
+                first = n_slices if first is None else first
+                continue
             entries.append(("array", var.type.dtype, var.ndim))
             basic.append(("slice", False, False, False))
         elif e == "int":
@@ -359,8 +367,10 @@ def _advanced_plan(op, x, index_vars):
             entries.append(("slice",))
             basic.append(e)
             n_slices += 1
+            axis += 1
             continue
-        adv_pos.append(pos)
+        adv_pos.append(axis)
+        axis += 1
         first = n_slices if first is None else first
     entries += [("slice",)] * (x.ndim - len(entries))
     block_rank = max(e[2] for e in entries if e[0] == "array")
@@ -392,14 +402,29 @@ def _emit_advanced(op, ctx, scatter: str | None) -> None:
     # slices first, as a basic view; then the index arrays and ints
     values, arrays, ints = [], [], []
     it = iter(range(first_index, len(ctx.node.inputs)))
+    axis = 0
     for e in op.idx_list:
         if e == "array":
-            arrays.append(ctx.dev(next(it)))
+            i = next(it)
+            var = ctx.node.inputs[i]
+            if var.type.dtype == "bool":  # compacted on the device, its length read back
+                nz = ctx.fresh("nz")
+                ctx.line(f"{nz} = H.mask_indices(L, {ctx.dev(i)}, {xa}.shape, {axis}, "
+                         f"{str(op)!r})")
+                ctx.src.syncs = True
+                arrays.extend(f"{nz}[{j}]" for j in range(var.ndim))
+                ints.extend([None] * var.ndim)
+                axis += var.ndim
+                continue
+            arrays.append(ctx.dev(i))
             ints.append(None)
+            axis += 1
         elif e == "int":
             ints.append(f"H.scalar({ctx.host(next(it))}, 'int64')")
+            axis += 1
         else:
             values.extend(ctx.host(next(it)) for _ in range(sum(e[1:])))
+            axis += 1
     xv = ctx.fresh("xv")
     ctx.line(f"{xv} = H.basic_index({xa}, {basic!r}, {_tuple(values)}, {str(op)!r})")
     shape, ixa = ctx.fresh("shape"), ctx.fresh("ix")

@@ -46,9 +46,20 @@ def test_basic_set_and_inc_subtensor():
                                vg.set_subtensor(x[2, 3], 1.0)], [a, v])
 
 
-def test_boolean_mask_falls_back():
+def test_boolean_masks_run_on_the_device():
+    """A mask is compacted on the device (its nonzero()) and indexes as integer arrays do:
+    no host fallback; a mask whose shape does not match is numpy's IndexError."""
     a = random_array(RNG, "float64", (10,))
-    compare_cuda(lambda x: x[x > 0] * 2, [a])
+    m = random_array(RNG, "float32", (4, 5))
+    f = compare_cuda(lambda x, y: [x[x > 0] * 2, y[y > 0.5], y[1:, y[0] > 0],
+                                   vg.set_subtensor(y[y < 0], 0.0),
+                                   vg.inc_subtensor(x[x > 0.5], 1.0), x[x > 100]],
+                     [a, m])
+    assert not f._runner.generated.fallbacks
+    x, mask = symbolic_inputs([np.zeros(10), np.zeros(9, bool)])
+    g = vg.compile([x, mask], x[mask], device="cuda")
+    with pytest.raises(IndexError, match="boolean index did not match"):
+        g(np.zeros(10), np.ones(9, bool))
 
 
 @pytest.mark.parametrize("axis", [None, 0, 1])

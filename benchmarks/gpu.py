@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+import os
+
 from benchmarks.timing import Timing, measure
+
+
+def simulated() -> bool:
+    """Whether numba's CUDA simulator stands in for a GPU (NUMBA_ENABLE_CUDASIM=1): the suite
+    then runs as a smoke test, verglas against numpy on quick sizes, with no timing to read."""
+    return os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 
 
 def gpu_missing() -> str | None:

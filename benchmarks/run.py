@@ -214,11 +214,16 @@ def main(argv: list[str] | None = None) -> int:
     names = expand(args.programs, device)
     want_compile = [n for n in names if n in COMPILE]
     names = [n for n in names if n not in COMPILE]
-    if device == "cuda" and (missing := gpu.gpu_missing()):
+    smoke = device == "cuda" and gpu.simulated()
+    if smoke:
+        print("--device cuda under numba's CUDA simulator: a smoke test (quick sizes, verglas "
+              "against numpy, one sample; no timing to read)", file=sys.stderr)
+        args.quick, args.repeat, want_compile = True, 1, []
+    elif device == "cuda" and (missing := gpu.gpu_missing()):
         print(f"skipping --device cuda: {missing}", file=sys.stderr)
         return 0
     cases = programs.cases(names, device, args.quick)
-    fws = peers.frameworks(device)
+    fws = [peers.Verglas("cuda"), peers.Eager("numpy")] if smoke else peers.frameworks(device)
     reasons = {fw.name: unavailable(fw) for fw in fws}
     fw_names = [fw.name for fw in fws]
     compile_programs = [n for n in args.compile_programs.split(",") if n]
@@ -236,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
                                              progress.step, args.compile_timeout)
     progress.close()
     copies = {}
-    if device == "cuda":
+    if device == "cuda" and not smoke:
         for case, nbytes in dict.fromkeys((r["case"], r["bytes"]) for r in results):
             if nbytes >= 1 << 20:
                 copies[case] = gpu.copy_timing(nbytes, args.repeat).median

@@ -1,0 +1,99 @@
+"""Compile time of a program's CUDA kernels to PTX, without a GPU.
+
+`python -m benchmarks.cuda_ptx [--programs mlp_grad,softmax] [--json]` runs, per program, two
+fresh processes on one new cache directory: the first compiles every kernel the CUDA
+generator emits for it (cold: numba.cuda's compile_ptx, NVVM included), the second finds them
+all in the on-disk cache (warm). Each process reports its stages: importing verglas, building
+the graph and its Program and host code, importing numba.cuda, and compiling (or loading) the
+kernels. A first call on a GPU compiles only the kernels it launches (one of each step's
+contiguous/strided pair), so the cold figure here is an upper bound of that.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from benchmarks import report
+
+_PROBE = """
+import json, sys, time
+t0 = time.perf_counter()
+import numpy as np
+import verglas as vg
+from benchmarks import programs
+from verglas.cuda_backend import cache
+from verglas.cuda_backend.codegen import Config, generate
+from verglas.function import _optimize
+from verglas.schedule import lower
+t1 = time.perf_counter()
+case = programs.cases([sys.argv[1]], "cuda", False)[0]
+arrays = case.make_inputs()
+inputs = [vg.tensor(n, shape=(None,) * a.ndim, dtype=str(a.dtype))
+          for n, a in zip(case.names, arrays)]
+out = case.body(vg, *inputs)
+outs = [out, *vg.grad(out, [inputs[i] for i in case.wrt])] if case.wrt else [out]
+src = generate(lower(_optimize(inputs, outs, "fast_run")), Config(threads=256))
+kernels = list(src.all_kernels())
+t2 = time.perf_counter()
+from verglas.cuda_backend.compat import numba_cuda
+numba_cuda()
+t3 = time.perf_counter()
+for spec in kernels:
+    cache.compile_ptx(spec, (9, 0))
+t4 = time.perf_counter()
+print(json.dumps({"kernels": len(kernels), "import_verglas": t1 - t0, "program": t2 - t1,
+                  "import_numba_cuda": t3 - t2, "kernels_s": t4 - t3}))
+"""
+
+
+def _probe(program: str, cache_dir: str) -> dict:
+    root = str(Path(__file__).resolve().parent.parent)
+    env = dict(os.environ, PYTHONPATH=root, VERGLAS_CACHE_DIR=cache_dir)
+    done = subprocess.run([sys.executable, "-c", _PROBE, program], env=env, cwd=root,
+                          capture_output=True, text=True, timeout=1800)
+    if done.returncode != 0:
+        return {"error": (done.stderr.strip().splitlines() or ["?"])[-1][:300]}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--programs", default="mlp_grad,mlp_fwd,softmax,ew_chain")
+    parser.add_argument("--json", action="store_true",
+                        help="write benchmarks/results/cuda-ptx-<date>.json and .md")
+    args = parser.parse_args(argv)
+    rows, results = [], []
+    for program in args.programs.split(","):
+        with tempfile.TemporaryDirectory(prefix="verglas-ptx-") as cache_dir:
+            for run in ("cold", "warm"):
+                r = _probe(program, cache_dir)
+                results.append({"program": program, "run": run, **r})
+                if "error" in r:
+                    rows.append([program, run, r["error"], "-", "-", "-", "-"])
+                    continue
+                rows.append([program, run, str(r["kernels"]), f"{r['import_verglas']:.2f} s",
+                             f"{r['program']:.2f} s", f"{r['import_numba_cuda']:.2f} s",
+                             f"{r['kernels_s']:.2f} s"])
+    headers = ["program", "run", "kernels", "import verglas", "graph, Program, host code",
+               "import numba.cuda", "compile_ptx (or cache)"]
+    print(report.table(headers, rows))
+    if args.json:
+        record = {**report.header("cpu"), "results": results,
+                  "device": "none: PTX for sm_90 compiled on the CPU"}
+        report.write_table(
+            "cuda-ptx", record, "CUDA kernels to PTX: compile time (no GPU)",
+            "Per program, two fresh processes on one new cache directory: cold (every kernel "
+            "the generator emits compiled by numba.cuda's compile_ptx) then warm (all from the "
+            "on-disk cache). A GPU's first call compiles only the kernels it launches.",
+            headers, rows)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -47,6 +47,13 @@ def corpus():
     hs = vg.scan(lambda u_t, h: vg.tanh(h @ w + u_t), sequences=[u], outputs_info=[h0])
     out.append(("inner_graphs", [h0, u, w], [layer(layer(h0, w), w), hs,
                                              *vg.grad(vg.sum(hs ** 2), [h0, w])]))
+    # elementwise loops: one kernel each (scan_kernel.py)
+    x0, s = _t("x0", (), "float64"), _t("s", (None,), "float64")
+    v, q = _t("v", (None,), "float32"), _t("q", (None, None), "float32")
+    xs = vg.scan(lambda s_t, x: 0.5 * x + s_t, sequences=[s], outputs_info=[x0])
+    hs, ys = vg.scan(lambda q_t, h: [vg.tanh(h * 0.9 + q_t), h * h], sequences=[q],
+                     outputs_info=[v, None])
+    out.append(("elementwise_loops", [x0, s, v, q], [xs, hs, ys]))
     a, i = _t("a", (None,), "int64"), _t("i", (None,), "int64")
     out.append(("scatter_int", [a, i], [vg.inc_subtensor(a[i], 2), vg.set_subtensor(a[i], -1)]))
     x = _t("x", (None, None, None), "float32")

@@ -20,6 +20,7 @@ import numpy as np
 
 from verglas.cuda_backend.kernels import emit
 from verglas.cuda_backend.rowkernels import emit_row_group, row_group_fusable
+from verglas.cuda_backend.scan_kernel import elementwise_scan_kernel
 from verglas.cuda_backend.templates import Emitter, KernelSpec
 from verglas.ops.basic import MakeVector, Shape, ShapeI
 from verglas.ops.elemwise import Elemwise
@@ -348,7 +349,12 @@ def _emit_scan(gen, ctx) -> None:
         gen.src.syncs = True
     args = [gen.host(step.inputs[0])] + [gen.dev(b) for b in step.inputs[1:]]
     outs = [f"b{b}" for b in step.outputs]
-    gen.em.line(f"{', '.join(outs)}, = H.run_scan(L, {op_name}, {fn}, {', '.join(args)})")
+    spec = elementwise_scan_kernel(ctx.kname("scan"), ctx.op)
+    if spec is not None:  # one kernel runs the whole loop (the host loop where shapes differ)
+        gen.em.line(f"{', '.join(outs)}, = H.run_scan_elementwise(L, {op_name}, "
+                    f"{ctx.kernel(spec)}, {fn}, {', '.join(args)})")
+    else:
+        gen.em.line(f"{', '.join(outs)}, = H.run_scan(L, {op_name}, {fn}, {', '.join(args)})")
     for b, o in zip(step.outputs, outs):
         gen.dev_name[b] = o
 

@@ -307,3 +307,53 @@ def run_scan(L, op, body, n, *inputs):
     device; a stopping condition is read back each step."""
     return op.run_loop(n, inputs, lambda args: body(L, *args), empty=L.empty,
                        truth=lambda value: bool(L.to_host(value)), copy=L.copy)
+
+
+def run_scan_elementwise(L, op, kernel, body, n, *inputs):
+    """A Scan with an elementwise body as one kernel (scan_kernel.py): each thread carries
+    its elements through every step. Where the run-time shapes are not what that kernel
+    takes (an operand broadcast along a length-1 axis, states of different shapes), the
+    host-driven loop (run_scan) runs instead."""
+    lay = op.layout
+    n = int(n)
+    seqs = inputs[:lay.n_seqs]
+    inits = inputs[lay.n_seqs:lay.n_seqs + lay.n_states]
+    non_seqs = inputs[lay.n_seqs + lay.n_states:]
+    shape = tuple(inits[0].shape)
+    rank = len(shape)
+
+    def element_shape_fits(var, value_shape):
+        return tuple(value_shape) == (shape if var.type.ndim == rank and rank else ())
+
+    inner = op.fgraph.inputs
+    fits = (n >= 0 and all(tuple(h.shape) == shape for h in inits)
+            and all(seq.shape[0] >= n and element_shape_fits(v, seq.shape[1:])
+                    for seq, v in zip(seqs, inner[:lay.n_seqs]))
+            and all(element_shape_fits(v, a.shape)
+                    for a, v in zip(non_seqs, inner[lay.n_seqs + lay.n_states:])))
+    if not fits:
+        return run_scan(L, op, body, n, *inputs)
+    elems = size(shape)
+
+    def flat(a, lead):
+        return L.xp.ascontiguousarray(a).reshape(lead)
+
+    traces = [L.empty((1 + n if lay.kept(q) != 1 else 1, elems), t.dtype)
+              for q, t in enumerate(op.state_types)]
+    nit_types = [v.type for v in op.fgraph.outputs[lay.n_states:lay.n_outputs]]
+    nits = [L.empty((n, elems), t.dtype) for t in nit_types]
+    args = [*traces, *nits, *(flat(h, (elems,)) for h in inits)]
+    for seq, v in zip(seqs, inner[:lay.n_seqs]):
+        per_element = v.type.ndim == rank and rank
+        args.append(flat(seq[:n], (n, elems) if per_element else (n,)))
+    for a, v in zip(non_seqs, inner[lay.n_seqs + lay.n_states:]):
+        args.append(flat(a, (elems,) if v.type.ndim == rank and rank else (1,)))
+    if elems:
+        kernel(blocks(L, elems), L.threads, *args, elems, n)
+    outputs = []
+    for o, value in enumerate(traces + nits):
+        value = value.reshape((value.shape[0], *shape))
+        kept = lay.kept(o)
+        outputs.append(value if kept is None or kept == 1 and o < lay.n_states
+                       else L.copy(value[-kept:]))
+    return outputs

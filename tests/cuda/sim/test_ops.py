@@ -141,3 +141,27 @@ def test_scan_and_opfromgraph_run_on_the_device():
     f = compare_cuda(program, [RNG.standard_normal(3), RNG.standard_normal((6, 3)),
                                RNG.standard_normal((3, 3)) * 0.5, RNG.standard_normal(2)])
     assert not f._runner.generated.fallbacks
+
+
+def test_an_elementwise_loop_is_one_kernel():
+    """A Scan whose body is elementwise over its states runs as one kernel (each thread
+    carries its elements through every step): scalar and vector states, per-step scalars,
+    non-sequences, a collected output, the last entry only, float16; an operand that
+    broadcasts along a length-1 axis at run time takes the host loop instead."""
+    def program(x0, u, v, w, s, c):
+        xs = vg.scan(lambda u_t, x: 0.5 * x + u_t, sequences=[u], outputs_info=[x0])
+        hs, ys = vg.scan(lambda s_t, h: [vg.tanh(h * w + s_t) + c, h * h],
+                         sequences=[s], outputs_info=[v, None])
+        last = vg.scan(lambda s_t, h: h * 0.9 + s_t * w, sequences=[s], outputs_info=[v])[-1]
+        return [xs, hs, ys, last]
+
+    args = [np.array(0.3), RNG.standard_normal(40), RNG.standard_normal(5),
+            RNG.standard_normal(5), RNG.standard_normal((40, 5)), np.array(0.25)]
+    f = compare_cuda(program, args)
+    text = f._runner.generated.text  # (the two loops over s are merged: one)
+    assert text.count("H.run_scan_elementwise(") == 2 and "H.run_scan(" not in text, text
+    compare_cuda(program, [*args[:3], RNG.standard_normal(1), *args[4:]])  # w broadcasts
+    compare_cuda(lambda h, z: vg.scan(lambda z_t, a: a * 0.5 + z_t, sequences=[z],
+                                      outputs_info=[h]),
+                 [RNG.standard_normal(3).astype("float16"),
+                  RNG.standard_normal((6, 3)).astype("float16")])

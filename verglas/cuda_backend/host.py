@@ -290,6 +290,19 @@ def mask_indices(L, mask, shape, axis: int, op_name: str):
     return tuple(L.xp.nonzero(mask))
 
 
+def run_index_set(L, claim, kernel, values, x, args, op_name: str) -> None:
+    """A scatter-set keeping, as numpy does, the last value each element is given: `claim`
+    marks per element the last j writing it, then `kernel` writes only those."""
+    n = size(values.shape)
+    if n == 0:
+        return
+    win = L.xp.full(x.shape, -1, dtype=np.int64)
+    err = L.error_flag(IndexError, f"{op_name}: an index is out of bounds for the indexed "
+                                   f"array of shape {tuple(x.shape)}")
+    claim(blocks(L, n), L.threads, values, win, *args, err, n)
+    kernel(blocks(L, n), L.threads, values, x, win, *args, err, n)
+
+
 def run_index(L, kernel, first, x, args, op_name: str) -> None:
     """Launch a gather (first = output) or scatter (first = values) over the indexed shape."""
     n = size(first.shape)

@@ -389,10 +389,13 @@ def _emit_advanced(op, ctx, scatter: str | None) -> None:
     entries, basic, at, block_rank, out_rank = _advanced_plan(op, x, index_vars)
     if scatter == "add" and x.type.dtype not in _ATOMIC_ADD:
         raise NotImplementedError(f"{op}: no atomic add for {x.type.dtype}")
-    kern = ctx.kernel(T.index_kernel(
-        ctx.kname("scatter" if scatter else "gather"), scatter, x.type.dtype,
-        ctx.node.inputs[1].type.dtype if scatter else None, x.ndim, entries, out_rank, at,
-        block_rank))
+
+    def index_kernel(mode, kind, dtype):
+        return ctx.kernel(T.index_kernel(
+            ctx.kname(kind), mode, dtype, ctx.node.inputs[1].type.dtype if mode else None,
+            x.ndim, entries, out_rank, at, block_rank))
+
+    kern = index_kernel(scatter, "scatter" if scatter else "gather", x.type.dtype)
     xa = ctx.dev(0)
     if scatter is not None:  # the result starts as a copy of x
         out = ctx.alloc(0, f"{xa}.shape")
@@ -435,7 +438,11 @@ def _emit_advanced(op, ctx, scatter: str | None) -> None:
     else:
         first = ctx.fresh("vv")
         ctx.line(f"{first} = H.broadcast_value(L, {ctx.dev(1)}, {shape}, {str(op)!r})")
-    ctx.line(f"H.run_index(L, {kern}, {first}, {xv}, {ixa}, {str(op)!r})")
+    if scatter == "set":  # the last value each element is given, as numpy's
+        claim = index_kernel("claim", "claim", "int64")
+        ctx.line(f"H.run_index_set(L, {claim}, {kern}, {first}, {xv}, {ixa}, {str(op)!r})")
+    else:
+        ctx.line(f"H.run_index(L, {kern}, {first}, {xv}, {ixa}, {str(op)!r})")
 
 
 @emit.register(AdvancedSubtensor)

@@ -570,6 +570,9 @@ def index_kernel(name, scatter: str | None, x_dtype, v_dtype, x_rank: int, entri
     The loop runs over the indexed shape (out_rank axes: the sliced axes in order with the
     broadcast block of the index arrays inserted at `block_at`). Gather (`scatter` None):
     out[j] = x[idx(j)]. Scatter: x[idx(j)] = v[j] ("set") or atomically += v[j] ("add").
+    numpy's set keeps the last value an element is given: "claim" (x an int64 array of -1s)
+    makes each element's entry the largest j that writes it, then "set" (given that array,
+    `win`) writes only that j's value.
     Out-of-bounds indices set err[0] = 1 and are not followed.
     """
     kb = KernelBuilder(name)
@@ -578,6 +581,7 @@ def index_kernel(name, scatter: str | None, x_dtype, v_dtype, x_rank: int, entri
     else:
         out = kb.param("v", Arr(v_dtype, out_rank))
     x = kb.param("x", Arr(x_dtype, x_rank))
+    win = kb.param("win", Arr("int64", x_rank)) if scatter == "set" else None
     idx = []
     for e in entries:
         if e[0] == "array":
@@ -614,13 +618,17 @@ def index_kernel(name, scatter: str | None, x_dtype, v_dtype, x_rank: int, entri
         with kb.indent():
             src = f"{x}[{', '.join(xi)}]"
             dst = f"{out}[{', '.join(j)}]"
+            # one axis: a plain index (numba-cuda cannot lower a 1-tuple index of an
+            # integer array's atomic add; seen on a real GPU, not in the simulator)
+            where = xi[0] if len(xi) == 1 else f"({', '.join(xi)})"
             if scatter is None:
                 kb.line(f"{dst} = {src}")
+            elif scatter == "claim":
+                kb.line(f"cuda.atomic.max({x}, {where}, np.int64(i))")
             elif scatter == "set":
-                kb.line(f"{src} = {cast_expr(dst, x_dtype)}")
+                kb.line(f"if {win}[{', '.join(xi)}] == i:")
+                with kb.indent():
+                    kb.line(f"{src} = {cast_expr(dst, x_dtype)}")
             else:
-                # one axis: a plain index (numba-cuda cannot lower a 1-tuple index of an
-                # integer array's atomic add; seen on a real GPU, not in the simulator)
-                where = xi[0] if len(xi) == 1 else f"({', '.join(xi)})"
                 kb.line(f"cuda.atomic.add({x}, {where}, {cast_expr(dst, x_dtype)})")
     return kb.spec()

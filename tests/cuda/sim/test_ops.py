@@ -165,3 +165,14 @@ def test_an_elementwise_loop_is_one_kernel():
                                       outputs_info=[h]),
                  [RNG.standard_normal(3).astype("float16"),
                   RNG.standard_normal((6, 3)).astype("float16")])
+
+
+def test_set_with_repeated_indices_keeps_the_last_value():
+    """numpy's x[i] = v keeps the last value an element is given (fuzzer seed 201 on an H100
+    kept another one): each element's last writer is claimed, then only it writes."""
+    a = random_array(RNG, "float64", (5, 3))
+    idx = np.array([0, 2, 0, 4, 0, 2])
+    v = random_array(RNG, "float64", (6, 3))
+    compare_cuda(lambda x, i, y: [vg.set_subtensor(x[i], y), vg.set_subtensor(x[i, 1], y[:, 0]),
+                                  vg.set_subtensor(x[np.array([[1, 1], [3, 1]]), 0], -1.0)],
+                 [a, idx, v])

@@ -108,3 +108,49 @@ def test_a_driver_too_old_for_the_ptx_is_told_what_to_install():
 @pytest.mark.parametrize("version,needs", [((9, 0), (13, 0)), ((8, 0), (12, 0))])
 def test_ptx_versions_map_to_driver_releases(version, needs):
     assert runtime.ptx_needs(f".version {version[0]}.{version[1]}\n") == (version, needs)
+
+
+class _FakeCapture:
+    def __init__(self, runner, inputs):
+        self.nbytes = sum(a.nbytes for a in inputs)
+
+    def replay(self, inputs):
+        return ["replayed"]
+
+
+class _EagerLauncher:
+    def from_input(self, a):
+        return a
+
+    def begin_call(self):
+        pass
+
+    def take_pending(self):
+        return []
+
+    def check_errors(self, pending):
+        pass
+
+
+def _runner(monkeypatch, max_graphs, max_bytes):
+    monkeypatch.setattr(runtime, "CapturedCall", _FakeCapture)
+    r = object.__new__(runtime.CUDARunner)
+    r.launcher, r.constants = _EagerLauncher(), ()
+    r.fn = lambda L, *inputs: ("eager",)
+    r.use_graphs, r.capture_error = True, None
+    r._graphs, r._seen, r._graphs_lock = {}, {}, threading.Lock()
+    r.MAX_GRAPHS, r.MAX_GRAPH_BYTES = max_graphs, max_bytes
+    return r
+
+
+def test_graphs_are_kept_least_recently_used_first_within_a_count_and_bytes(monkeypatch):
+    r = _runner(monkeypatch, max_graphs=2, max_bytes=1 << 20)
+    a, b, c = np.zeros(10), np.zeros(20), np.zeros(30)
+    assert r([a]) == ["eager"] and r([a]) == ["replayed"]  # a signature's second call captures
+    r([b]), r([b]), r([a]), r([c]), r([c])  # c's capture evicts b, used less recently than a
+    assert [k[0][0] for k in r._graphs] == [(10,), (30,)]
+    big = _runner(monkeypatch, max_graphs=8, max_bytes=300)
+    for x in (a, a, b, b):  # 80 + 160 bytes: both kept
+        big([x])
+    big([c]), big([c])  # + 240 bytes > 300: the oldest go, the newest stays
+    assert [k[0][0] for k in big._graphs] == [(30,)]

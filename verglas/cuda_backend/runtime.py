@@ -22,6 +22,7 @@ from __future__ import annotations
 import cmath
 import functools
 import math
+import os
 import re
 import threading
 
@@ -379,6 +380,8 @@ class CUDARunner(Runner):
     """Calls the generated host function; replays CUDA graphs for repeated shape signatures."""
 
     MAX_GRAPHS = 8
+    # the device memory the graphs of one Function may hold (their buffers stay allocated)
+    MAX_GRAPH_BYTES = int(os.environ.get("VERGLAS_CUDA_GRAPH_BYTES", 1 << 30))
     MAX_SEEN = 256
 
     def __init__(self, program, generated, launcher):
@@ -387,7 +390,7 @@ class CUDARunner(Runner):
         self.launcher = launcher
         self.fn, self.constants = _host_function(generated, launcher, f"{id(program):x}")
         self.use_graphs = launcher.supports_graphs and generated.capturable
-        self._graphs: dict = {}
+        self._graphs: dict = {}  # signature -> CapturedCall, least recently used first
         self._seen: dict = {}
         self._graphs_lock = threading.Lock()
         self.capture_error: str | None = None  # why a capture failed (graphs then off)
@@ -409,6 +412,14 @@ class CUDARunner(Runner):
                                 f"(not a safe cast)")
             array = array.astype(ttype.dtype)
         return array
+
+    def _evict(self) -> None:
+        """Drop the least recently used graphs past MAX_GRAPHS or MAX_GRAPH_BYTES (never the
+        newest: a call signature replays at least once)."""
+        while len(self._graphs) > 1 and (
+                len(self._graphs) > self.MAX_GRAPHS
+                or sum(c.nbytes for c in self._graphs.values()) > self.MAX_GRAPH_BYTES):
+            del self._graphs[next(iter(self._graphs))]
 
     @property
     def text(self) -> str:
@@ -439,11 +450,13 @@ class CUDARunner(Runner):
         if self.use_graphs:
             key = tuple((a.shape, a.dtype.str) for a in inputs)
             with self._graphs_lock:  # one capture per signature, even with callers racing
-                call = self._graphs.get(key)
-                if call is None and self._seen.get(key, 0) >= 1 and len(self._graphs) < \
-                        self.MAX_GRAPHS:
+                call = self._graphs.pop(key, None)
+                if call is not None:
+                    self._graphs[key] = call  # the most recently used now
+                elif self._seen.get(key, 0) >= 1:
                     try:
                         call = self._graphs[key] = CapturedCall(self, inputs)
+                        self._evict()
                     except (IndexError, ValueError, TypeError):  # the caller's error
                         L.take_pending()
                         raise
@@ -518,6 +531,8 @@ class CapturedCall:
                 self.graph = self.stream.end_capture()
         self.pending = L.take_pending()
         self.graph.upload(self.stream)
+        self.nbytes = (sum(p.mem.size for p in self.kept)
+                       + sum(a.nbytes for a in self.inputs))
 
     def replay(self, inputs) -> list:
         import cupy

@@ -54,6 +54,12 @@ def corpus():
     hs, ys = vg.scan(lambda q_t, h: [vg.tanh(h * 0.9 + q_t), h * h], sequences=[q],
                      outputs_info=[v, None])
     out.append(("elementwise_loops", [x0, s, v, q], [xs, hs, ys]))
+    # x[i] += v where the dtype has no atomic add: a wider accumulator
+    i = _t("i", (None,), "int64")
+    narrow = [(_t(f"n{d}", (None, None), d), _t(f"v{d}", (None, None), d))
+              for d in ("uint8", "int16", "bool", "float16")]
+    out.append(("scatter_add_narrow", [i, *(v for pair in narrow for v in pair)],
+                [vg.inc_subtensor(x[i], y) for x, y in narrow]))
     a, i = _t("a", (None,), "int64"), _t("i", (None,), "int64")
     out.append(("scatter_int", [a, i], [vg.inc_subtensor(a[i], 2), vg.set_subtensor(a[i], -1)]))
     x = _t("x", (None, None, None), "float32")

@@ -22,6 +22,8 @@ from verglas.ops.shape import ARange, Alloc, Reshape
 __all__ = ["emit", "output_storage"]
 
 _ATOMIC_ADD = ("float32", "float64", "int32", "int64", "uint32", "uint64")
+_ACCUMULATE_IN = {"bool": "int32", "int8": "int32", "int16": "int32", "uint8": "uint32",
+                  "uint16": "uint32", "float16": "float32"}
 
 
 @functools.singledispatch
@@ -387,7 +389,10 @@ def _emit_advanced(op, ctx, scatter: str | None) -> None:
     x = ctx.node.inputs[0]
     index_vars = ctx.node.inputs[first_index:]
     entries, basic, at, block_rank, out_rank = _advanced_plan(op, x, index_vars)
-    if scatter == "add" and x.type.dtype not in _ATOMIC_ADD:
+    # an add into a dtype with no atomic add accumulates in a wider one that has it (integer
+    # wraparound and bool's "or" come out the same; float16 rounds once, not per add)
+    acc = x.type.dtype if scatter != "add" else _ACCUMULATE_IN.get(x.type.dtype, x.type.dtype)
+    if scatter == "add" and acc not in _ATOMIC_ADD:
         raise NotImplementedError(f"{op}: no atomic add for {x.type.dtype}")
 
     def index_kernel(mode, kind, dtype):
@@ -395,13 +400,20 @@ def _emit_advanced(op, ctx, scatter: str | None) -> None:
             ctx.kname(kind), mode, dtype, ctx.node.inputs[1].type.dtype if mode else None,
             x.ndim, entries, out_rank, at, block_rank))
 
-    kern = index_kernel(scatter, "scatter" if scatter else "gather", x.type.dtype)
+    kern = index_kernel(scatter, "scatter" if scatter else "gather", acc)
     xa = ctx.dev(0)
+    out = None
     if scatter is not None:  # the result starts as a copy of x
         out = ctx.alloc(0, f"{xa}.shape")
         ctx.line(f"H.copy_into(L, {_copy(ctx, x.type.dtype, x.type.dtype, x.ndim)}, {out}, "
                  f"{xa}, {str(op)!r})")
         xa = out
+        if acc != x.type.dtype:
+            wide = ctx.fresh("wide")
+            ctx.line(f"{wide} = L.empty({out}.shape, {acc!r})")
+            ctx.line(f"H.copy_into(L, {_copy(ctx, x.type.dtype, acc, x.ndim)}, {wide}, {out}, "
+                     f"{str(op)!r})")
+            xa = wide
     # slices first, as a basic view; then the index arrays and ints
     values, arrays, ints = [], [], []
     it = iter(range(first_index, len(ctx.node.inputs)))
@@ -443,6 +455,9 @@ def _emit_advanced(op, ctx, scatter: str | None) -> None:
         ctx.line(f"H.run_index_set(L, {claim}, {kern}, {first}, {xv}, {ixa}, {str(op)!r})")
     else:
         ctx.line(f"H.run_index(L, {kern}, {first}, {xv}, {ixa}, {str(op)!r})")
+    if out is not None and acc != x.type.dtype:  # back from the wider accumulator
+        ctx.line(f"H.copy_into(L, {_copy(ctx, acc, x.type.dtype, x.ndim)}, {out}, {xa}, "
+                 f"{str(op)!r})")
 
 
 @emit.register(AdvancedSubtensor)

@@ -176,3 +176,14 @@ def test_set_with_repeated_indices_keeps_the_last_value():
     compare_cuda(lambda x, i, y: [vg.set_subtensor(x[i], y), vg.set_subtensor(x[i, 1], y[:, 0]),
                                   vg.set_subtensor(x[np.array([[1, 1], [3, 1]]), 0], -1.0)],
                  [a, idx, v])
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "int16", "bool", "float16"])
+def test_scatter_add_without_an_atomic_of_its_dtype(dtype):
+    """x[i] += v for dtypes with no atomic add accumulates in a wider one (wraparound and
+    bool's "or" as numpy's np.add.at), no host fallback."""
+    a = random_array(RNG, dtype, (6, 2))
+    v = random_array(RNG, dtype, (7, 2))
+    idx = np.array([0, 5, 0, 0, 3, 5, 0])
+    f = compare_cuda(lambda x, i, y: vg.inc_subtensor(x[i], y), [a, idx, v])
+    assert not f._runner.generated.fallbacks

@@ -24,20 +24,14 @@ from benchmarks import report
 _PROBE = """
 import json, sys, time
 t0 = time.perf_counter()
-import numpy as np
-import verglas as vg
-from benchmarks import programs
+from benchmarks import peers, programs
 from verglas.cuda_backend import cache
 from verglas.cuda_backend.codegen import Config, generate
 from verglas.function import _optimize
 from verglas.schedule import lower
 t1 = time.perf_counter()
-case = programs.cases([sys.argv[1]], "cuda", False)[0]
-arrays = case.make_inputs()
-inputs = [vg.tensor(n, shape=(None,) * a.ndim, dtype=str(a.dtype))
-          for n, a in zip(case.names, arrays)]
-out = case.body(vg, *inputs)
-outs = [out, *vg.grad(out, [inputs[i] for i in case.wrt])] if case.wrt else [out]
+case = programs.cases([sys.argv[1]], "cuda", True)[0]  # (every length is None: sizes don't matter)
+inputs, outs = peers.Verglas("cuda").graph(case, case.make_inputs())
 src = generate(lower(_optimize(inputs, outs, "fast_run")), Config(threads=256))
 kernels = list(src.all_kernels())
 t2 = time.perf_counter()

@@ -57,7 +57,7 @@ def corpus():
     # x[i] += v where the dtype has no atomic add: a wider accumulator
     i = _t("i", (None,), "int64")
     narrow = [(_t(f"n{d}", (None, None), d), _t(f"v{d}", (None, None), d))
-              for d in ("uint8", "int16", "bool", "float16")]
+              for d in ("uint8", "int16", "bool", "float16", "complex128")]
     out.append(("scatter_add_narrow", [i, *(v for pair in narrow for v in pair)],
                 [vg.inc_subtensor(x[i], y) for x, y in narrow]))
     a, i = _t("a", (None,), "int64"), _t("i", (None,), "int64")

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from verglas.cache import entry_dir, write_atomic
+from verglas.cuda_backend.compat import numba_cuda
 
 __all__ = ["ptx_key", "ptx_path", "load_ptx", "store_ptx", "entry_name", "compile_ptx"]
 
@@ -78,9 +79,7 @@ def compile_ptx(spec, cc) -> str:
 
 def compile_spec(spec, cc) -> str:
     """Compile kernel `spec` to PTX with `numba.cuda.compile_ptx` (needs NVVM, not a GPU)."""
-    from verglas.cuda_backend.compat import numba_cuda  # optional: numba-cuda
-
-    cuda = numba_cuda()
+    cuda = numba_cuda()  # optional: numba-cuda, imported here
 
     namespace = {"cuda": cuda, "math": math, "cmath": cmath, "np": np}
     exec(compile(spec.source, f"<verglas kernel {spec.name}>", "exec"), namespace)

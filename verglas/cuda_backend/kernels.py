@@ -22,6 +22,7 @@ from verglas.ops.shape import ARange, Alloc, Reshape
 __all__ = ["emit", "output_storage"]
 
 _ATOMIC_ADD = ("float32", "float64", "int32", "int64", "uint32", "uint64")
+_PART_DTYPE = {"complex64": "float32", "complex128": "float64"}
 _ACCUMULATE_IN = {"bool": "int32", "int8": "int32", "int16": "int32", "uint8": "uint32",
                   "uint16": "uint32", "float16": "float32"}
 
@@ -392,12 +393,17 @@ def _emit_advanced(op, ctx, scatter: str | None) -> None:
     # an add into a dtype with no atomic add accumulates in a wider one that has it (integer
     # wraparound and bool's "or" come out the same; float16 rounds once, not per add)
     acc = x.type.dtype if scatter != "add" else _ACCUMULATE_IN.get(x.type.dtype, x.type.dtype)
+    # a complex add: its real and imaginary parts added as floats, through views
+    parts = scatter == "add" and x.type.dtype in _PART_DTYPE
+    v_dtype = ctx.node.inputs[1].type.dtype if scatter else None
+    if parts:
+        acc, v_dtype = _PART_DTYPE[x.type.dtype], _PART_DTYPE.get(v_dtype, v_dtype)
     if scatter == "add" and acc not in _ATOMIC_ADD:
         raise NotImplementedError(f"{op}: no atomic add for {x.type.dtype}")
 
     def index_kernel(mode, kind, dtype):
         return ctx.kernel(T.index_kernel(
-            ctx.kname(kind), mode, dtype, ctx.node.inputs[1].type.dtype if mode else None,
+            ctx.kname(kind), mode, dtype, v_dtype if mode else None,
             x.ndim, entries, out_rank, at, block_rank))
 
     kern = index_kernel(scatter, "scatter" if scatter else "gather", acc)
@@ -408,7 +414,7 @@ def _emit_advanced(op, ctx, scatter: str | None) -> None:
         ctx.line(f"H.copy_into(L, {_copy(ctx, x.type.dtype, x.type.dtype, x.ndim)}, {out}, "
                  f"{xa}, {str(op)!r})")
         xa = out
-        if acc != x.type.dtype:
+        if acc != x.type.dtype and not parts:
             wide = ctx.fresh("wide")
             ctx.line(f"{wide} = L.empty({out}.shape, {acc!r})")
             ctx.line(f"H.copy_into(L, {_copy(ctx, x.type.dtype, acc, x.ndim)}, {wide}, {out}, "
@@ -453,9 +459,12 @@ def _emit_advanced(op, ctx, scatter: str | None) -> None:
     if scatter == "set":  # the last value each element is given, as numpy's
         claim = index_kernel("claim", "claim", "int64")
         ctx.line(f"H.run_index_set(L, {claim}, {kern}, {first}, {xv}, {ixa}, {str(op)!r})")
+    elif parts:
+        for part in ("real", "imag"):
+            ctx.line(f"H.run_index(L, {kern}, {first}.{part}, {xv}.{part}, {ixa}, {str(op)!r})")
     else:
         ctx.line(f"H.run_index(L, {kern}, {first}, {xv}, {ixa}, {str(op)!r})")
-    if out is not None and acc != x.type.dtype:  # back from the wider accumulator
+    if out is not None and acc != x.type.dtype and not parts:  # back from the accumulator
         ctx.line(f"H.copy_into(L, {_copy(ctx, acc, x.type.dtype, x.ndim)}, {out}, {xa}, "
                  f"{str(op)!r})")
 

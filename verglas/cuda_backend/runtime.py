@@ -31,6 +31,7 @@ import numpy as np
 from verglas.backend import Runner
 from verglas.cuda_backend import cache, host
 from verglas.cuda_backend.codegen import Config, generate
+from verglas.cuda_backend.compat import numba_cuda
 from verglas.cuda_backend.templates import Arr
 
 __all__ = ["build_runner", "default_launcher", "CUDARunner", "Launcher", "SimLauncher",
@@ -80,8 +81,6 @@ def default_launcher():
 def _make_launcher():
     try:
         from numba.cuda.core import config
-
-        from verglas.cuda_backend.compat import numba_cuda
 
         cuda = numba_cuda()
     except Exception as exc:  # numba-cuda or cuda-bindings missing

@@ -187,3 +187,15 @@ def test_scatter_add_without_an_atomic_of_its_dtype(dtype):
     idx = np.array([0, 5, 0, 0, 3, 5, 0])
     f = compare_cuda(lambda x, i, y: vg.inc_subtensor(x[i], y), [a, idx, v])
     assert not f._runner.generated.fallbacks
+
+
+def test_complex_scatter_add_adds_its_parts():
+    a = random_array(RNG, "complex128", (5, 2))
+    v = random_array(RNG, "complex128", (6, 2))
+    w = random_array(RNG, "float32", (6, 2))
+    idx = np.array([0, 4, 0, 2, 0, 4])
+    z = random_array(RNG, "complex64", (5, 2))
+    f = compare_cuda(lambda x, i, y, r, c: [vg.inc_subtensor(x[i], y), vg.inc_subtensor(x[i], r),
+                                            vg.inc_subtensor(c[i], y.astype("complex64"))],
+                     [a, idx, v, w, z])
+    assert not f._runner.generated.fallbacks

@@ -24,9 +24,11 @@ FLOAT_UNARY = {
     "exp_log_abs": lambda u: m.exp(m.log(m.abs(u))), "exp_minus_1": lambda u: m.exp(m.tanh(u)) - 1,
     "log_1_plus": lambda u: m.log(1 + u), "pow2": lambda u: u ** 2, "pow_half": lambda u: u ** 0.5,
     "pow1": lambda u: u ** 1, "pow_m1": lambda u: (u * u + 1) ** -1, "double_neg": lambda u: -(-u),
+    "pow3": lambda u: u ** 3, "pow5": lambda u: u ** 5, "pow1_5": lambda u: u ** 1.5,
     "cast_roundtrip": lambda u: m.cast(m.cast(u, "float64"), u.dtype),
 }
 INT_UNARY = {"neg": m.neg, "abs": m.abs, "sqr": m.sqr, "identity": m.identity,
+             "pow3": lambda u: u ** 3,
              "double_neg": lambda u: -(-u), "minus_self": lambda u: u - u,
              "times_zero": lambda u: u * 0}
 BINARY = {"add": m.add, "sub": m.sub, "mul": m.mul, "maximum": m.maximum, "minimum": m.minimum,

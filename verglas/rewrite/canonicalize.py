@@ -18,6 +18,9 @@ IEEE semantics decide what may fire, signed zeros included:
   below ~-745 / ~-103) x is the exact answer the original could not represent. JAX/XLA and
   PyTensor make the same choice: a rewrite may make a result more accurate, never less.
 - x**0.5 -> sqrt(x) is exact: numpy's power special-cases 0.5 the same way (NaN at -inf).
+- x**n for a constant integer 3 <= n <= 16 -> products by squaring (a few ulps from C pow's one
+  rounding; infinities, NaNs, signed zeros, overflow and underflow as pow); x**1.5 ->
+  x*sqrt(x), -inf given inf by a where as C pow does.
 - x / c -> x * (1/c) only where 1/c is exact (c a power of two): otherwise x * (1/c) is
   not numpy's correctly rounded quotient (6.0 * (1/3) is 1.9999999999999998, whose floor
   is 1).
@@ -45,7 +48,8 @@ __all__ = [
     "commutative_constant_last", "assoc_constants_combine", "assoc_constant_outward",
     "add_zero", "sub_zero", "mul_one", "div_one", "mul_zero", "neg_neg", "zero_minus",
     "sub_self", "sub_constant_to_add", "div_constant_to_mul", "pow_one", "pow_two_to_sqr",
-    "pow_half_to_sqrt", "pow_minus_one_to_reciprocal", "log_exp", "exp_log",
+    "pow_integer_to_products", "pow_one_and_a_half", "pow_half_to_sqrt",
+    "pow_minus_one_to_reciprocal", "log_exp", "exp_log",
     "dimshuffle_dimshuffle", "dimshuffle_identity", "reshape_reshape", "reshape_useless",
     "alloc_useless", "cast_useless", "cast_cast", "identity_elemwise", "where_same",
     "where_constant_condition", "second_useless", "sum_to_shape_static", "reduce_reduce",
@@ -293,6 +297,51 @@ def pow_two_to_sqr(fgraph, node):
     if parts is not None and parts[1] == 2 and parts[0].dtype != "bool":
         return first(same_as(node.outputs[0], m.sqr(parts[0])))
     return None
+
+
+def _power_by_squaring(x, n: int):
+    """x ** n (n >= 1) as products: squarings for n's binary digits, each digit's factor
+    multiplied in from the lowest."""
+    result, square = None, x
+    while True:
+        if n & 1:
+            result = square if result is None else m.mul(result, square)
+        n >>= 1
+        if not n:
+            return result
+        square = m.sqr(square)
+
+
+@_rule(Elemwise, scalar_tracks=(s.Pow,))
+def pow_integer_to_products(fgraph, node):
+    """x ** n -> products by squaring for a constant integer 3 <= n <= 16 (ints and floats,
+    not bools or complex). Integers: the same wrapped result as numpy's integer power. Floats:
+    two to five roundings instead of C pow's one (at most a few ulps apart), with the same
+    infinities, NaNs and signed zeros (odd n keeps x's sign: (-0.0)**3 is -0.0 both ways) and
+    the same overflow to inf and underflow to 0 (no intermediate square overflows where x**n
+    stays finite: |x**2| <= |x**n| when |x| >= 1, and below 1 the squares only shrink)."""
+    parts = _pow_parts(node)
+    if parts is None or parts[0].dtype == "bool" or parts[0].dtype.startswith("complex"):
+        return None
+    n = parts[1]
+    if not (float(n).is_integer() and 3 <= n <= 16):
+        return None
+    return first(same_as(node.outputs[0], _power_by_squaring(parts[0], int(n))))
+
+
+@_rule(Elemwise, scalar_tracks=(s.Pow,))
+def pow_one_and_a_half(fgraph, node):
+    """x ** 1.5 -> x * sqrt(x) (real float x): NaN below zero both ways, (-0.0)**1.5 is +0.0
+    both ways (-0.0 * -0.0); C pow makes (-inf)**1.5 +inf where the product is NaN, so -inf
+    gets inf from a where."""
+    parts = _pow_parts(node)
+    if parts is None or parts[1] != 1.5 or not is_float(parts[0]) \
+            or parts[0].dtype.startswith("complex"):
+        return None
+    x = parts[0]
+    inf = const_like(np.inf, x.dtype, x.ndim)
+    product = m.mul(x, m.sqrt(x))
+    return first(same_as(node.outputs[0], m.where(m.eq(x, -inf), inf, product)))
 
 
 @_rule(Elemwise, scalar_tracks=(s.Pow,))

@@ -165,15 +165,31 @@ def run_reduce(L, rows, cols, final, dest, args, view, nk: int, m: int, k: int,
     final(blocks(L, m, t // g2), t, dest, partial.reshape(m, splits), m, splits, g2, 1)
 
 
-def run_arg(L, kernel, dest, view, m: int, k: int, op_name: str) -> None:
-    """Launch an argmax/argmin over `m` rows of `k` elements."""
+def run_arg(L, kernel, dest, view, m: int, k: int, op_name: str, split=None,
+            pick=None) -> None:
+    """Launch an argmax/argmin over `m` rows of `k` elements. A few long rows are split over
+    blocks (`split`: each chunk's extreme and its index), then `pick` finds per row the
+    chunk holding the first extreme (chunks in order: ties go to the lower index, a NaN's
+    chunk wins) and its index is taken."""
     if m == 0:
         return
     if k == 0:
         raise ValueError(f"{op_name}: attempt to get the index of an extreme of an empty "
                          f"sequence")
-    g = _pow2_at_most(k, L.threads)
-    kernel(blocks(L, m, L.threads // g), L.threads, dest, view, m, k, g)
+    t = L.threads
+    g = _pow2_at_most(k, t)
+    chunks = max(1, min(L.max_blocks // m, -(-k // (4 * t)))) if split is not None \
+        and g == t and m < L.max_blocks else 1
+    if chunks == 1:
+        kernel(blocks(L, m, t // g), t, dest, view, m, k, g)
+        return
+    values = L.empty((m * chunks,), view.dtype)
+    indices = L.empty((m * chunks,), np.int64)
+    split(blocks(L, m * chunks), t, values, indices, view, m, k, g, chunks)
+    best = L.empty((m,), np.int64)
+    gp = _pow2_at_most(chunks, t)
+    pick(blocks(L, m, t // gp), t, best, values.reshape(m, chunks), m, chunks, gp)
+    dest[...] = L.xp.take_along_axis(indices.reshape(m, chunks), best.reshape(m, 1), 1)[:, 0]
 
 
 def join_shape(op_name: str, axis: int, shapes) -> tuple:

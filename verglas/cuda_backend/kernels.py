@@ -243,8 +243,13 @@ def _emit_arg(op, ctx) -> None:
         view, nk, nr = f"{a}.transpose({_tuple(kept + axes)})", len(kept), len(axes)
     kern = ctx.kernel(T.arg_kernel(ctx.kname("arg"), x.type.dtype, largest, nk, nr,
                                    ctx.threads))
+    split = ctx.kernel(T.arg_kernel(ctx.kname("argsplit"), x.type.dtype, largest, nk, nr,
+                                    ctx.threads, split=True))
+    pick = ctx.kernel(T.arg_kernel(ctx.kname("argpick"), x.type.dtype, largest, 1, 1,
+                                   ctx.threads))
     ctx.line(f"H.run_arg(L, {kern}, {out}.reshape(-1), {view}, "
-             f"{_product(f'{a}.shape', kept)}, {_product(f'{a}.shape', axes)}, {str(op)!r})")
+             f"{_product(f'{a}.shape', kept)}, {_product(f'{a}.shape', axes)}, {str(op)!r}, "
+             f"{split}, {pick})")
 
 
 @emit.register(CumSum)

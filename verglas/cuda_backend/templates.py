@@ -462,13 +462,23 @@ def reduce_cols_kernel(name, red: Reducer, sop, operands, in_dtype, out_dtype, n
     return kb.spec()
 
 
-def arg_kernel(name, dtype, largest: bool, nk: int, nr: int, threads: int) -> KernelSpec:
+def arg_kernel(name, dtype, largest: bool, nk: int, nr: int, threads: int,
+               split: bool = False) -> KernelSpec:
     """Argmax/argmin over the reduced axes of a (kept..., reduced...) view: the first index of
-    the extreme value, NaN counting as the extreme (numpy)."""
+    the extreme value, NaN counting as the extreme (numpy).
+
+    `split`: the first pass of a row split over `s` chunks (a few long rows: every block
+    busy): each (row, chunk) writes its extreme and that element's index in the row into
+    `pv`, `pi` (m * s entries); a second pass (host.run_arg) picks per row among them."""
     kb = KernelBuilder(name)
-    dest = kb.param("dest", Arr("int64", 1, "C"))
+    if split:
+        pv = kb.param("pv", Arr(dtype, 1, "C"))
+        dest = kb.param("pi", Arr("int64", 1, "C"))
+    else:
+        dest = kb.param("dest", Arr("int64", 1, "C"))
     x = kb.param("x", Arr(dtype, nk + nr))
     m, k, g = (kb.param(p, Scal("int64")) for p in ("m", "k", "g"))
+    n_split = kb.param("s", Scal("int64")) if split else None
     if np.dtype(dtype).kind == "c":  # numpy orders complex numbers lexicographically
         kb.uses("complex_lt(a, b)")
 
@@ -483,14 +493,24 @@ def arg_kernel(name, dtype, largest: bool, nk: int, nr: int, threads: int) -> Ke
     kb.line(f"lane = tid % {g}")
     kb.line(f"gpb = {threads} // {g}")
     kb.line("base = cuda.blockIdx.x * gpb")
-    kb.line(f"while base < {m}:")
+    units = f"{m} * {n_split}" if split else m  # what a group of g threads reduces
+    kb.line(f"while base < {units}:")
     with kb.indent():
-        kb.line(f"row = base + tid // {g}")
+        kb.line(f"unit = base + tid // {g}")
+        if split:  # (row, chunk): the chunk's columns [start, stop)
+            kb.line(f"row = unit // {n_split}")
+            kb.line(f"length = ({k} + {n_split} - 1) // {n_split}")
+            kb.line(f"start = (unit % {n_split}) * length")
+            kb.line(f"stop = min(start + length, {k})")
+        else:
+            kb.line("row = unit")
+            kb.line("start = 0")
+            kb.line(f"stop = {k}")
         kb.line(f"bv = {literal(0, dtype)}")
         kb.line("bi = -1")
-        kb.line(f"if row < {m}:")
+        kb.line(f"if unit < {units}:")
         with kb.indent():
-            kb.line(f"for col in range(lane, {k}, {g}):")
+            kb.line(f"for col in range(start + lane, stop, {g}):")
             with kb.indent():
                 rows = kb.decompose("row", [f"{x}.shape[{d}]" for d in range(nk)], "p")
                 cols = kb.decompose("col", [f"{x}.shape[{d}]" for d in range(nk, nk + nr)], "q")
@@ -521,9 +541,11 @@ def arg_kernel(name, dtype, largest: bool, nk: int, nr: int, threads: int) -> Ke
                         kb.line("si[tid] = ci")
             kb.line("cuda.syncthreads()")
             kb.line("h //= 2")
-        kb.line(f"if lane == 0 and row < {m}:")
+        kb.line(f"if lane == 0 and unit < {units}:")
         with kb.indent():
-            kb.line(f"{dest}[row] = si[tid]")
+            kb.line(f"{dest}[unit] = si[tid]")
+            if split:
+                kb.line(f"{pv}[unit] = sv[tid]")
         kb.line("cuda.syncthreads()")
         kb.line("base += cuda.gridDim.x * gpb")
     return kb.spec()

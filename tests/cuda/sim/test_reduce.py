@@ -90,3 +90,19 @@ def test_row_kernel_value_overwriting_its_input():
     for dtype, shape in (("float16", (1, 9)), ("float64", (5, 33)), ("int64", (3, 70))):
         a = random_array(RNG, dtype, shape)
         compare_cuda(lambda x: vg.var(x, axis=-1), [a], calls=3)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int64", "float16", "complex128"])
+def test_argmax_of_a_few_long_rows_splits_over_blocks(dtype):
+    """A few long rows are split over blocks, then each row's chunks compared: the first
+    index of the extreme, ties to the lower index, the first NaN wins (numpy)."""
+    a = random_array(RNG, dtype, (1000,))
+    if np.dtype(dtype).kind in "iu":
+        a = a % 7  # many ties
+    compare_cuda(lambda x: [vg.argmax(x), vg.argmin(x)], [a])
+    b = random_array(RNG, dtype, (2, 700))
+    if np.dtype(dtype).kind in "fc":
+        b[0, 650] = np.nan
+        b[0, 400] = np.nan
+        b[1, 3] = b[1, 699] = b[1].max() if dtype != "complex128" else b[1, 3]
+    compare_cuda(lambda x: [vg.argmax(x, axis=1), vg.argmin(x, axis=-1)], [b])

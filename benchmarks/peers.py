@@ -18,7 +18,7 @@ def _listed(result) -> list:
 
 def namespace(xp, **extra) -> types.SimpleNamespace:
     """The numpy-like names program bodies use, taken from `xp`, plus `extra`."""
-    names = ("exp", "sin", "cos", "abs", "tanh", "sum", "max", "mean")
+    names = ("exp", "sin", "cos", "abs", "tanh", "sum", "max", "mean", "sqrt")
     return types.SimpleNamespace(**{n: getattr(xp, n) for n in names}, **extra)
 
 

@@ -112,6 +112,27 @@ def mlp_backprop(m, x, t, w1, b1, w2, b2, w3, b3):
             h2.T @ d3, m.sum(d3, axis=0)]
 
 
+def gelu_mlp(m, x, w1, w2):
+    """A transformer's MLP: GELU (tanh form, with its cube) between two matmuls."""
+    f = np.float32  # (typed constants: PyTensor makes float64 of float32 * a Python float)
+    h = x @ w1
+    g = f(0.5) * h * (f(1) + m.tanh(f(0.7978845608) * (h + f(0.044715) * h ** 3)))
+    return g @ w2
+
+
+def softmax3d(m, x):
+    """Softmax along the last axis of a 3-d (batch, query, key) array: attention weights."""
+    return m.softmax(x, axis=-1)
+
+
+def layernorm(m, x, gamma, beta):
+    """Layer normalization over the last axis of a 3-d (batch, token, feature) array."""
+    mu = m.mean(x, axis=-1, keepdims=True)
+    d = x - mu
+    var = m.mean(d * d, axis=-1, keepdims=True)
+    return d / m.sqrt(var + np.float32(1e-5)) * gamma + beta
+
+
 def scan_scalar(m, x0, u):
     """x_t = 0.5 * x_{t-1} + u_t: a scalar recurrence, one cheap step per element of u; the
     trace of x. `m.recurrence(step, xs, init)` is each framework's loop (see peers.py)."""
@@ -305,6 +326,26 @@ def _layers(device: str, quick: bool, uses: int, shared: bool) -> list[Case]:
                  lambda m, h, w, b: layers(m, h, w, b, uses, shared))]
 
 
+def _models(name: str, device: str, quick: bool) -> list[Case]:
+    """Pieces of a transformer block (issue 17's sizes: B=8, T=128, D=256, hidden 1024)."""
+    b, t, d, hidden = (2, 8, 16, 32) if quick else (8, 128, 256, 1024)
+
+    def normal(*shape, scale=1.0):
+        return lambda rng: rng.standard_normal(shape).astype("float32") * np.float32(scale)
+
+    if name == "gelu_mlp":
+        def data(rng):
+            return [normal(b * t, d)(rng), normal(d, hidden, scale=d ** -0.5)(rng),
+                    normal(hidden, d, scale=hidden ** -0.5)(rng)]
+        return [Case(name, f"gelu_mlp[{b * t}x{d}-{hidden}-{d}]", ("x", "w1", "w2"), data,
+                     gelu_mlp)]
+    if name == "softmax3d":
+        return [Case(name, f"softmax3d[{b}x{t}x{t * 2}]", ("x",),
+                     lambda rng: [normal(b, t, 2 * t)(rng)], softmax3d)]
+    return [Case(name, f"layernorm[{b}x{t}x{d}]", ("x", "gamma", "beta"),
+                 lambda rng: [normal(b, t, d)(rng), normal(d)(rng), normal(d)(rng)], layernorm)]
+
+
 PROGRAMS: dict[str, Callable[[str, bool], list[Case]]] = {
     "ew_chain": _ew_chain,
     "softmax": _softmax,
@@ -322,7 +363,13 @@ PROGRAMS: dict[str, Callable[[str, bool], list[Case]]] = {
     "ofg_layers": lambda device, quick: _layers(device, quick, 20, shared=True),
     "ofg_once": lambda device, quick: _layers(device, quick, 1, shared=True),
     "ofg_inlined": lambda device, quick: _layers(device, quick, 20, shared=False),
+    "gelu_mlp": lambda device, quick: _models("gelu_mlp", device, quick),
+    "softmax3d": lambda device, quick: _models("softmax3d", device, quick),
+    "layernorm": lambda device, quick: _models("layernorm", device, quick),
 }
+
+# pieces of a model (issue 17): run with --programs models
+MODELS = ["gelu_mlp", "softmax3d", "layernorm"]
 
 # inner graphs: loops (Scan, lax.scan, pytensor.scan, a Python loop for numpy) and one
 # subgraph used many times (OpFromGraph); run with --programs inner

@@ -313,8 +313,7 @@ def run_index_set(L, claim, kernel, values, x, args, op_name: str) -> None:
     if n == 0:
         return
     win = L.xp.full(x.shape, -1, dtype=np.int64)
-    err = L.error_flag(IndexError, f"{op_name}: an index is out of bounds for the indexed "
-                                   f"array of shape {tuple(x.shape)}")
+    err = _out_of_bounds_flag(L, x, op_name)
     claim(blocks(L, n), L.threads, values, win, *args, err, n)
     kernel(blocks(L, n), L.threads, values, x, win, *args, err, n)
 
@@ -324,9 +323,13 @@ def run_index(L, kernel, first, x, args, op_name: str) -> None:
     n = size(first.shape)
     if n == 0:
         return
-    err = L.error_flag(IndexError, f"{op_name}: an index is out of bounds for the indexed "
-                                   f"array of shape {tuple(x.shape)}")
-    kernel(blocks(L, n), L.threads, first, x, *args, err, n)
+    kernel(blocks(L, n), L.threads, first, x, *args, _out_of_bounds_flag(L, x, op_name), n)
+
+
+def _out_of_bounds_flag(L, x, op_name: str):
+    """The error flag an index kernel sets for an index out of `x`'s bounds."""
+    return L.error_flag(IndexError, f"{op_name}: an index is out of bounds for the indexed "
+                                    f"array of shape {tuple(x.shape)}")
 
 
 def run_scan(L, op, body, n, *inputs):

@@ -13,10 +13,10 @@ from verglas.graph.basic import Apply, Constant, Variable
 from verglas.graph.frozen import FrozenFunctionGraph, freeze
 from verglas.graph.op import Op
 from verglas.graph.reference import ReferenceRunner
-from verglas.graph.traversal import toposort
+from verglas.graph.traversal import graph_replace, toposort
 from verglas.graph.types import TensorType
 from verglas.ops.autodiff import vjp
-from verglas.ops.basic import as_tensor, constant, shape_i
+from verglas.ops.basic import ShapeI, as_tensor, constant, shape_i
 from verglas.ops.math import cast
 
 __all__ = ["OpFromGraph", "inline_ofg", "rebuild_graph", "infer_shapes", "connection_pattern",
@@ -64,17 +64,33 @@ def infer_shapes(outputs, known: dict) -> list[tuple]:
     """Symbolic shapes of `outputs` from `known` (variable -> shape tuple), node by node.
 
     An op without `infer_shape` contributes the shapes read from its outputs at run time.
+    A shape computed from values that are themselves lengths (`SumToShape(g, [x.shape[1]])`,
+    an `Alloc` to another variable's shape) is rewritten in terms of the known shapes, so it
+    does not read the graph's variables when their shapes suffice.
     """
     shapes: dict = {k: tuple(_shape_entry(d) for d in s) for k, s in known.items()}
+    reads: dict = {}  # a ShapeI node's output -> the length it reads, where that is known
     for node in toposort(outputs, shapes):
         in_shapes = [shapes[v] if v in shapes else _read_shape(v) for v in node.inputs]
+        if isinstance(node.op, ShapeI) and node.inputs[0] in shapes:
+            length = shapes[node.inputs[0]][node.op.i]
+            if length.type == node.outputs[0].type and length.owner is not node:
+                reads[node.outputs[0]] = length
         try:
             out_shapes = node.op.infer_shape(None, node, in_shapes)
         except NotImplementedError:
             out_shapes = [_read_shape(o) for o in node.outputs]
         for out, s in zip(node.outputs, out_shapes):
             shapes[out] = tuple(_shape_entry(d) for d in s)
-    return [shapes[v] if v in shapes else _read_shape(v) for v in outputs]
+    result = [shapes[v] if v in shapes else _read_shape(v) for v in outputs]
+    if not reads:
+        return result
+    flat = graph_replace([d for s in result for d in s], reads)
+    out, k = [], 0
+    for s in result:
+        out.append(tuple(flat[k:k + len(s)]))
+        k += len(s)
+    return out
 
 
 def run_inner(op, inputs: list) -> list:

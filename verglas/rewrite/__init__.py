@@ -19,7 +19,7 @@ __all__ = [
 ]
 
 # Theme modules: their rules register into REWRITES on import.
-from verglas.rewrite import constant_folding, canonicalize, shape, specialize  # noqa: E402, F401, I001
+from verglas.rewrite import constant_folding, canonicalize, lengths, shape, specialize  # noqa: E402, F401, I001
 from verglas.rewrite import fusion  # noqa: E402, F401
 from verglas.rewrite import kernel_sharing  # noqa: E402, F401  (after fusion: same phase)
 from verglas.rewrite import inplace  # noqa: E402, F401

@@ -18,7 +18,7 @@ from verglas.ops import scalar as s
 from verglas.ops.scalar import Eq, Switch
 from verglas.ops.basic import DimShuffle, MakeVector, Shape, ShapeI, constant
 from verglas.ops.elemwise import Elemwise, SumToShape, elemwise
-from verglas.ops.indexing import Subtensor
+from verglas.ops.indexing import IncSubtensor, Subtensor
 from verglas.ops.linalg import MatMul
 from verglas.ops.math import cast
 from verglas.ops.reduce import Reduce, Sum
@@ -28,7 +28,8 @@ from verglas.rewrite.utils import first, same_as, scalar_constant
 
 __all__ = ["ShapeDims", "dims_of", "scalar_dim", "shape_to_vector", "shape_subtensor",
            "make_vector_subtensor", "shape_i_from_dims", "sum_to_shape_useless",
-           "alloc_same_shape", "reshape_same_shape", "second_same_shape", "where_same_shape"]
+           "alloc_same_shape", "reshape_same_shape", "second_same_shape", "where_same_shape",
+           "second_shape_given", "inc_subtensor_everything"]
 
 _INT = "int64"
 TAGS = ("fast_run", "fast_compile")
@@ -238,6 +239,8 @@ def _inferred(var: Variable, memo) -> list:
             out.append(placeholders[entry])
         elif isinstance(entry, Constant) and entry.ndim == 0:
             out.append(int(entry.data))
+        elif any(entry is i for i in node.inputs) and entry.ndim == 0:
+            out.append(_scalar_dim(entry, memo))  # a length given as a value: a loop's count
         else:
             out.append(("val", None))
     return out
@@ -429,3 +432,72 @@ def where_same_shape(fgraph, node):
     if all(_provably_equal(p, q) for p, q in zip(dims_of(fgraph, a), dims_of(fgraph, out))):
         return first(same_as(out, a))
     return None
+
+
+def _same_dims(fgraph, a: Variable, b: Variable) -> bool:
+    feature = _feature(fgraph)
+    return a.ndim == b.ndim and all(
+        _provably_equal(feature.find(p), feature.find(q))
+        for p, q in zip(dims_of(fgraph, a), dims_of(fgraph, b)))
+
+
+@_rule(Elemwise)
+def second_shape_given(fgraph, node):
+    """op(second(x, y), z) -> op(y, z) where z provably has x's shape: the second only
+    broadcast y to a shape another operand brings anyway (a gradient's `ones_like(sqr(h)) * h`
+    then no longer keeps sqr(h) alive for its shape)."""
+    if len(node.inputs) < 2:
+        return None
+    for k, v in enumerate(node.inputs):
+        if not isinstance(getattr(v.owner, "op", None), Elemwise) \
+                or not isinstance(v.owner.op.scalar_op, s.Second):
+            continue
+        x, y = v.owner.inputs
+        if y.dtype != v.dtype or y.ndim > x.ndim:
+            continue
+        if any(j != k and _same_dims(fgraph, z, x) for j, z in enumerate(node.inputs)):
+            inputs = list(node.inputs)
+            inputs[k] = y
+            return first(same_as(node.outputs[0], node.op(*inputs)))
+    return None
+
+
+def _covers_axis(fgraph, entry, values, x, axis: int) -> bool:
+    """Whether slice `entry` (with its given components `values`) selects all of x's axis."""
+    if not (isinstance(entry, tuple) and entry[0] == "slice"):
+        return False
+    start, stop, step = (next(values) if given else None for given in entry[1:])
+    if start is not None and scalar_constant(start) != 0:
+        return False
+    if step is not None and scalar_constant(step) != 1:
+        return False
+    if stop is None:
+        return True
+    feature = _feature(fgraph)
+    return _provably_equal(feature.find(scalar_dim(fgraph, stop)),
+                           feature.find(dims_of(fgraph, x)[axis]))
+
+
+@_rule(IncSubtensor)
+def inc_subtensor_everything(fgraph, node):
+    """inc_subtensor(x[0:len], v) -> x + v, set_subtensor likewise -> v broadcast to x's shape,
+    where the slices provably cover all of x and v provably broadcasts to it: a gradient's
+    zeros-then-increment becomes one elementwise pass, fused with its neighbours."""
+    x, v, *values = node.inputs
+    op = node.op
+    it = iter(values)
+    if len(op.idx_list) > x.ndim or not all(
+            _covers_axis(fgraph, e, it, x, a) for a, e in enumerate(op.idx_list)):
+        return None
+    if v.ndim > x.ndim:
+        return None
+    feature = _feature(fgraph)
+    xdims = dims_of(fgraph, x)[x.ndim - v.ndim:]
+    for static, vd, xd in zip(v.type.shape, dims_of(fgraph, v), xdims):
+        if static != 1 and not _provably_equal(feature.find(vd), feature.find(xd)):
+            return None
+    out = node.outputs[0]
+    new = elemwise(s.Second(), x, v) if op.set_instead_of_inc else elemwise(s.Add(), x, v)
+    if new.dtype != out.dtype:
+        new = cast(new, out.dtype)
+    return first(same_as(out, new))

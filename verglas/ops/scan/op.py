@@ -23,7 +23,7 @@ from verglas.graph.op import Op
 from verglas.graph.traversal import ancestors, graph_replace, toposort
 from verglas.graph.types import TensorType
 from verglas.ops.autodiff import vjp
-from verglas.ops.basic import DimShuffle, as_tensor, constant, shape_i, stack
+from verglas.ops.basic import DimShuffle, ShapeI, as_tensor, constant, shape_i, stack
 from verglas.ops.elemwise import Elemwise
 from verglas.ops.indexing import IncSubtensor, inc_subtensor
 from verglas.ops.math import add, cast, minimum, neq, sub, zeros_like
@@ -794,6 +794,13 @@ def _reversed_window(x, start: int, n):
     return x[start:start + n][::-1]
 
 
+def _is_length_of(n, x) -> bool:
+    """Whether the step count `n` is `x.shape[0]` by construction (a sequence's own length)."""
+    owner = n.owner
+    return owner is not None and isinstance(owner.op, ShapeI) and owner.op.i == 0 \
+        and owner.inputs[0] is x
+
+
 def scan_grad(op, inputs, outputs, output_grads) -> list:
     """Gradients of a Scan node's outer inputs given its outputs' cotangents."""
     lay = op.layout
@@ -887,6 +894,10 @@ def scan_grad(op, inputs, outputs, output_grads) -> list:
     result: list = [None] * len(inputs)
     k = 0
     for j in f_seqs:
+        if lay.seq_offsets[j] == (0,) and not lay.until and _is_length_of(n, seqs[j]):
+            result[1 + j] = dxs[k][::-1]  # one row per step, the sequence's every row
+            k += 1
+            continue
         dx = zeros_like(seqs[j])
         for o in lay.seq_offsets[j]:
             dx = inc_subtensor(dx[o:o + n], dxs[k][::-1])

@@ -119,6 +119,8 @@ def strided_matmul_program(dtype):
             x[:, :0] @ y[:0], x[:0] @ y, x @ y[:, :0],
             t @ t.transpose(0, 2, 1), t[:, ::-1] @ x, t[:, :, ::2] @ x[::2],
             x.T @ t.transpose(0, 2, 1), t.transpose(0, 2, 1)[:, ::2] @ y.T[:, ::-1].T,
+            # (b, q, p) @ (p, q), `t` C-contiguous: one product over all b*q rows
+            t @ x, t @ y.T, t @ x[:, ::-1], vg.expand_dims(t, 0) @ x,
             (x @ y.astype("float64" if dtype == "float32" else "float32"))]
     return [x, y, t], outs
 

@@ -103,6 +103,7 @@ RNG = np.random.default_rng(5)
 @pytest.mark.parametrize("sa,sb", [
     ((3,), (3,)), ((2, 3), (3,)), ((3,), (3, 4)), ((2, 3), (3, 4)),
     ((2, 1, 2, 3), (4, 3, 2)), ((1, 2, 3), (4, 3, 2)), ((3,), (2, 3, 2)), ((2, 2, 3), (3,)),
+    ((2, 4, 3), (3, 2)), ((2, 3, 4, 3), (3, 2)), ((1, 0, 3), (3, 2)), ((2, 4, 0), (0, 2)),
 ])
 def test_matmul_gradient(sa, sb):
     verify_grad(vg.matmul, [RNG.normal(size=sa), RNG.normal(size=sb)])
@@ -130,3 +131,19 @@ def test_two_layer_mlp_loss_gradient():
 
     shapes_ = [(5, 3), (3, 4), (4,), (4, 2), (2,)]
     verify_grad(loss, [RNG.normal(size=s) for s in shapes_])
+
+
+def test_batched_rows_times_matrix_gradient_is_one_product():
+    """d(a @ w)/dw for (..., M, K) `a` and 2-d `w`: one (K, rows) @ (rows, N) product of the
+    flattened rows, no batch of products summed (a transformer's weight gradients)."""
+    a = vg.tensor("a", shape=(None, None, None), dtype="float64")
+    w = vg.tensor("w", shape=(None, None), dtype="float64")
+    (gw,) = vg.grad(vg.sum(vg.tanh(a @ w)), [w])
+    f = vg.compile([a, w], gw, mode="reference")
+    products = [n for n in f.graph.toposort() if isinstance(n.op, MatMul)]
+    assert products and all(n.outputs[0].ndim == 2 for n in products if n.inputs[0].ndim == 2)
+    assert not any(type(n.op).__name__ == "Sum" and n.inputs[0].ndim == 3
+                   and n.outputs[0].ndim == 2 for n in f.graph.toposort())
+    x = RNG.normal(size=(3, 5, 4))
+    verify_grad(lambda w_: vg.sum(vg.tanh(vg.constant(x[:, ::-1]) @ w_)),
+                [RNG.normal(size=(4, 2))])

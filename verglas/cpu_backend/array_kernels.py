@@ -367,6 +367,16 @@ def _emit_matmul(op, ctx) -> None:
         if idx and layouts[i] != "C":
             layouts[i] = "A"
     fn = ctx.helper("matmul", _gemm if blas else _matmul_loops)
+    if blas and nbatch and vb.ndim == 2 and layouts[0] == "C":
+        # (..., M, K) @ (K, N) with a C-contiguous `a`: one gemm over all its rows, as numpy
+        rows = " * ".join(f"{a}.shape[{k}]" for k in range(va.ndim - 1))
+        flat = f"({rows}, {a}.shape[{va.ndim - 1}])"
+        ctx.line(f"{fn}({a}.reshape({flat}), {b}, {out}.reshape(({rows}, {dims[-1]})))"
+                 if layouts[1] != "A" else
+                 f"{fn}({a}.reshape({flat}), np.ascontiguousarray({b}), "
+                 f"{out}.reshape(({rows}, {dims[-1]})))")
+        _round_half(ctx, out, out_dtype)
+        return
     for j in range(nbatch):
         ctx.line(f"for {loop[j]} in range({dims[j]}):")
         ctx.em.depth += 1
@@ -385,6 +395,10 @@ def _emit_matmul(op, ctx) -> None:
     else:
         ctx.line(f"{fn}({sa}, {sb}, {so})")
     ctx.em.depth -= nbatch
+    _round_half(ctx, out, out_dtype)
+
+
+def _round_half(ctx, out: str, out_dtype: str) -> None:
     if out_dtype == "float16":  # computed in float32: rounded to half precision
         flat, k = ctx.fresh("of"), ctx.fresh("k")
         ctx.line(f"{flat} = {reshaped(ctx, out, f'{out}.size')}")

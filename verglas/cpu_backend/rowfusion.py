@@ -34,15 +34,13 @@ def emit_row_group(group, contexts) -> None:
     program = ctx0.program
     members = [c.step for c in contexts]
     local, inlined, riding = group.local, group.inlined, group.riding
-    first = contexts[0]
-    rows = None
-    for i, var in enumerate(first.node.inputs):
-        if var.ndim == 2 and program.shapes.dims_of(first.step.inputs[i])[0] is group.rows:
-            rows = f"{first.inp(i)}.shape[0]"
-            break
-    if rows is None:
-        static = first.node.outputs[0].type.shape[0]
-        rows = str(static)
+    nd = group.ndim
+    lead = _leading_lengths(contexts[0], group)
+    rows = lead[0]
+    if nd > 2:  # (rows..., C) buffers are looked at as (rows, C): views made here
+        rows = ctx0.fresh("nr")
+        ctx0.line(f"{rows} = {' * '.join(lead)}")
+    renamed = _as_rows(contexts, group, rows) if nd > 2 else {}
     r = ctx0.fresh("r")
 
     row_views: dict[int, str] = {}  # buffer -> its row r as a 1-d view, made per row
@@ -73,7 +71,7 @@ def emit_row_group(group, contexts) -> None:
     made_here = {b for s in members for b in s.outputs}  # buffers the group computes
     for ctx in contexts:  # allocations and one-element inputs, before the loop
         node, step = ctx.node, ctx.step
-        if is_row_reduce(node.op):
+        if is_row_reduce(node):
             x = ctx.inp(0)
             cols = f"{x}.shape[1]" if step.inputs[0] not in local else None
             if not node.op.has_identity:
@@ -83,7 +81,11 @@ def emit_row_group(group, contexts) -> None:
                                              f"has no identity")
             if step.outputs[0] not in local:
                 shape = f"({rows}, 1, )" if node.op.keepdims else f"({rows}, )"
-                ctx.alloc(0, shape)
+                if nd > 2:
+                    dims = [*lead, "1"] if node.op.keepdims else lead
+                    _alloc_rows(ctx, 0, dims, shape, renamed)
+                else:
+                    ctx.alloc(0, shape)
             plans[step.index] = ("reduce", ctx)
             continue
         modes = group.modes[step.index]
@@ -97,15 +99,16 @@ def emit_row_group(group, contexts) -> None:
                     scalars[i] = literal(var.data.reshape(()), var.type.dtype, ctx)
                 else:
                     h = ctx.fresh("h")
-                    ctx.line(f"{h} = {ctx.scalar(i) or ctx.inp(i) + '[0, 0]'}")
+                    first = f"[{', '.join(['0'] * var.ndim)}]"
+                    ctx.line(f"{h} = {ctx.scalar(i) or ctx.inp(i) + first}")
                     scalars[i] = h
             else:
                 arrays[i] = mode
         out_static = node.outputs[0].type.shape
-        if out_static[1] == 1:
+        if out_static[-1] == 1:
             cols = "1"
-        elif out_static[1] is not None:
-            cols = str(out_static[1])
+        elif out_static[-1] is not None:
+            cols = str(out_static[-1])
         else:
             cols = next(f"{ctx.inp(i)}.shape[1]" if step.inputs[i] not in local
                         else cols_of[step.inputs[i]]
@@ -123,6 +126,8 @@ def emit_row_group(group, contexts) -> None:
                     shape = f"({cols},)"
                     scratch_lines.append(f"{ctx.out(j)} = "
                                          f"{empty_expr(ctx.src, shape, node.outputs[j].dtype)}")
+            elif nd > 2:
+                _alloc_rows(ctx, j, [*lead, cols], f"({rows}, {cols})", renamed)
             else:
                 ctx.alloc(j, f"({rows}, {cols}, )")
         plans[step.index] = ("elemwise", ctx, scalars, arrays, cols)
@@ -225,3 +230,55 @@ def emit_row_group(group, contexts) -> None:
         cols = next((c for c in cols_of.values() if c != "1"), "1")
         work = f"{rows} * {cols}"
         call_on_pool(ctx0.src, em, scratch_lines, loop, rows, work)
+    ctx0._names.update(renamed)  # later steps see the (rows..., C) arrays again
+
+
+def _leading_lengths(first, group) -> list[str]:
+    """Expressions of the leading lengths (the rows' dims) of the group, from an input of
+    the first member that has them, else static."""
+    program = first.program
+    for i, var in enumerate(first.node.inputs):
+        dims = program.shapes.dims_of(first.step.inputs[i])
+        if var.ndim == group.ndim and all(a is b for a, b in zip(dims[:-1], group.rows)):
+            return [f"{first.inp(i)}.shape[{a}]" for a in range(group.ndim - 1)]
+    return [str(d) for d in first.node.outputs[0].type.shape[:-1]]
+
+
+def _as_rows(contexts, group, rows: str) -> dict:
+    """Rename the N-d arrays the group reads (and did not compute) to (rows, C) or (1, C)
+    views; a non-contiguous input is copied once. Returns {buffer: its own name}."""
+    made = {b for c in contexts for b in c.step.outputs}
+    renamed: dict = {}
+    names = contexts[0]._names
+    for ctx in contexts:
+        modes = group.modes.get(ctx.step.index)
+        for i, (b, var) in enumerate(zip(ctx.step.inputs, ctx.node.inputs)):
+            if b in made or b in renamed or var.ndim != group.ndim or b not in names:
+                continue
+            mode = "full" if modes is None else modes[i]
+            if mode == "scalar":
+                continue
+            lead = rows if mode == "full" or mode[0] == "full" else "1"
+            name = names[b]
+            view = ctx.fresh("rw")
+            ctx.line(f"{view} = np.ascontiguousarray({name}).reshape("
+                     f"({lead}, {name}.shape[{var.ndim - 1}]))")
+            renamed[b] = name
+            names[b] = view
+    return renamed
+
+
+def _alloc_rows(ctx, j: int, dims: list[str], rows_shape: str, renamed: dict) -> None:
+    """Allocate output `j` with its N-d shape `dims` and look at it as `rows_shape`."""
+    names = ctx._names
+    taken = ctx.program.buffers[ctx.step.outputs[j]].takes_over
+    if taken is not None and taken in renamed:  # inplace: the destroyed input's N-d array
+        view, names[taken] = names[taken], renamed[taken]
+        name = ctx.alloc(j, f"({', '.join(dims)}, )")
+        names[taken] = view
+    else:
+        name = ctx.alloc(j, f"({', '.join(dims)}, )")
+    view = ctx.fresh("rw")
+    ctx.line(f"{view} = np.ascontiguousarray({name}).reshape({rows_shape})")
+    renamed[ctx.step.outputs[j]] = name
+    ctx.rename_out(j, view)

@@ -20,8 +20,9 @@ from __future__ import annotations
 import numpy as np
 
 from verglas.cuda_backend import templates as T
-from verglas.cuda_backend.kernels import output_storage
+from verglas.cuda_backend.kernels import _tuple, output_storage
 from verglas.graph.basic import Constant
+from verglas.graph.types import TensorType
 from verglas.ops.elemwise import Elemwise
 from verglas.ops.reduce import Max, Min, Sum
 
@@ -49,10 +50,11 @@ def row_group_fusable(program, group) -> bool:
     for step in group.steps:
         for b in step.outputs:
             target = program.buffers[b].takes_over
-            if target is not None and program.buffers[target].ndim == 2 and \
-                    program.buffers[target].var.type.shape[1] != 1 and target in recomputed_from:
+            if target is not None and program.buffers[target].ndim == group.ndim and \
+                    program.buffers[target].var.type.shape[-1] != 1 \
+                    and target in recomputed_from:
                 return False
-        if not isinstance(step.node.op, Elemwise) and step.node.inputs[0].type.shape[1] == 1:
+        if not isinstance(step.node.op, Elemwise) and step.node.inputs[0].type.shape[-1] == 1:
             return False  # a "reduction" over one column: a copy, not worth a pass
     plan = _Plan(program, group)
     return all(plan.column_source(d) is not None for d in plan.col_dims)
@@ -83,13 +85,13 @@ class _Plan:
 
     def cols_of(self, b):
         """The column count of (R, C) buffer b: a variable of the Program's shape graph."""
-        return self.program.shapes.dims_of(b)[1]
+        return self.program.shapes.dims_of(b)[-1]
 
     def column_source(self, dim):
         """(external input buffer, None) whose axis 1 is `dim`, or (None, static length)."""
         for b in self.inputs:
             var = self.var(b)
-            if var.ndim == 2 and self.program.shapes.dims_of(b)[1] is dim:
+            if var.ndim == 2 and self.program.shapes.dims_of(b)[-1] is dim:
                 return b, None
         for b in self.produced:
             var = self.var(b)
@@ -98,7 +100,9 @@ class _Plan:
         return None
 
     def var(self, b):
-        return self.program.buffers[b].var
+        """Buffer b's variable as the kernel sees it: (rows..., C) buffers as (rows, C)."""
+        var = self.program.buffers[b].var
+        return _as_rows(var, self.group.ndim)
 
     def per_row(self, b) -> bool:
         """A buffer of one value per row ((R, 1) or a reduction's (R,))."""
@@ -108,6 +112,19 @@ class _Plan:
 
 def _one_element(var) -> bool:
     return all(d == 1 for d in var.type.shape)
+
+
+def _as_rows(var, ndim: int):
+    """`var` of a group over (rows..., C) buffers as the 2-d (rows, C) (1-d (rows,) for a
+    reduction without keepdims) variable the kernel takes: the host passes reshaped views."""
+    if ndim == 2 or var.ndim < ndim - 1 or _one_element(var) and isinstance(var, Constant):
+        return var
+    lead = var.type.shape[:ndim - 1]
+    rows = 1 if all(d == 1 for d in lead) else None
+    if None not in lead:
+        rows = int(np.prod(lead, dtype=np.int64))
+    shape = (rows,) if var.ndim == ndim - 1 else (rows, var.type.shape[-1])
+    return TensorType(var.type.dtype, shape).make_variable()
 
 
 CACHED = 16  # columns per thread the cached kernel holds in registers (cols <= 16 * threads)
@@ -370,15 +387,18 @@ def emit_row_group(gen, group, contexts) -> None:
         for i, index in ctx.step.element_reads:
             ctx0.line(f"H.check_index({str(ctx.op)!r}, {ctx.dev(i)}.shape, {index!r})")
     r = ctx0.fresh("r")
-    rows = next((b for b in plan.inputs if plan.var(b).ndim == 2
-                 and program.shapes.dims_of(b)[0] is group.rows), None)
-    ctx0.line(f"{r} = {device(rows)}.shape[0]" if rows is not None
-              else f"{r} = {group.steps[0].node.outputs[0].type.shape[0]}")
+    nd = group.ndim
+    rows = next((b for b in plan.inputs if program.buffers[b].var.ndim == nd
+                 and all(x is y for x, y in zip(program.shapes.dims_of(b)[:-1], group.rows))),
+                None)
+    lead = ([f"{device(rows)}.shape[{k}]" for k in range(nd - 1)] if rows is not None
+            else [str(d) for d in group.steps[0].node.outputs[0].type.shape[:-1]])
+    ctx0.line(f"{r} = {' * '.join(lead)}")
     cols = {}
     for d in plan.col_dims:
         b, static = plan.column_source(d)
         cols[d] = ctx0.fresh("c")
-        ctx0.line(f"{cols[d]} = {device(b)}.shape[1]" if b is not None
+        ctx0.line(f"{cols[d]} = {device(b)}.shape[-1]" if b is not None
                   else f"{cols[d]} = {static}")
     for step in group.steps:
         op = step.node.op
@@ -394,15 +414,26 @@ def emit_row_group(gen, group, contexts) -> None:
                 continue
             var = plan.var(b)
             if var.ndim == 1:
-                shape = f"({r}, )"
+                last = []
             elif var.type.shape[1] == 1:
-                shape = f"({r}, 1, )"
+                last = ["1"]
             else:
-                shape = f"({r}, {cols[plan.cols_of(b)]}, )"
-            outs[b] = output_storage(ctx, j, shape)
-    args = [outs[b] if b in outs else
-            f"{device(b)}.reshape(1)" if _one_element(plan.var(b)) else device(b)
-            for b in params]
+                last = [cols[plan.cols_of(b)]]
+            name = output_storage(ctx, j, _tuple(lead + last if nd > 2 else [r, *last]))
+            # (rows..., C) outputs: allocated N-d, the kernel writes them as (rows, C) views
+            outs[b] = name if nd == 2 else f"{name}.reshape({_tuple([r, *last])})"
+    args = []
+    for b in params:
+        var = plan.var(b)
+        if b in outs:
+            args.append(outs[b])
+        elif _one_element(var):
+            args.append(f"{device(b)}.reshape(1)")
+        elif nd > 2 and program.buffers[b].var.ndim == nd:  # a view, or a copy when strided
+            n = r if var.type.shape[0] != 1 else "1"
+            args.append(f"{device(b)}.reshape(({n}, {device(b)}.shape[-1]))")
+        else:
+            args.append(device(b))
     args += [r] + [cols[d] for d in plan.col_dims]
     launch = f"(H.blocks(L, {r}, 1), L.threads, {', '.join(args)})"
     ctx0.line(f"if {r}:")

@@ -71,13 +71,25 @@ class MatMul(Op):
         a, b = inputs
         (g,) = output_grads
         grads = []
-        for x, gx in ((a, lambda: self(g, _swap_last(b))), (b, lambda: self(_swap_last(a), g))):
+        grad_b = (lambda: _rows_product(a, g)) if a.ndim > 2 and b.ndim == 2 else \
+            (lambda: self(_swap_last(a), g))
+        for x, gx in ((a, lambda: self(g, _swap_last(b))), (b, grad_b)):
             if np.dtype(x.dtype).kind not in "fc":
                 grads.append(None)
                 continue
             # batch dimensions that were broadcast are summed back
             grads.append(sum_to(gx(), x).astype(x.dtype))
         return grads
+
+
+def _rows_product(a: Variable, g: Variable) -> Variable:
+    """a^T g over all rows of (..., M, K) `a` and (..., M, N) `g`: the gradient of a 2-d
+    right operand, one (K, rows) @ (rows, N) product rather than a batch of them summed."""
+    rows = shape_i(a, 0)
+    for axis in range(1, a.ndim - 1):  # (not -1: a reshape cannot infer it when K == 0)
+        rows = mul(rows, shape_i(a, axis))
+    k, n = shape_i(a, a.ndim - 1), shape_i(g, g.ndim - 1)
+    return MatMul()(_swap_last(reshape(a, (rows, k))), reshape(g, (rows, n)))
 
 
 def matmul(a, b) -> Variable:

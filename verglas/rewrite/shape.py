@@ -202,8 +202,8 @@ def _compute(var: Variable, memo, feature: ShapeDims) -> tuple:
         got = [_scalar_dim(d, memo) for d in inputs[1:]]
     elif isinstance(op, (Reshape, SumToShape)):
         got = _vector_dims(inputs[1], var.ndim, memo)
-        if isinstance(op, Reshape) and any(g == -1 for g in got):
-            return fresh
+        if isinstance(op, Reshape):  # the axis of -1: a length of its own
+            got = [("val", None) if g == -1 else g for g in got]
     else:
         if isinstance(op, MatMul) and inputs[0].ndim and inputs[1].ndim:
             a, b = memo[inputs[0]], memo[inputs[1]]

@@ -255,7 +255,7 @@ class Program:
                              f"iterations 2-{unit.count}" + (f"; after it {ends}" if ends else ""))
                 continue
             lines.append(f"  {unit.first:3d}-{unit.last}  one loop over "
-                         f"{self.shapes.dim_str(unit.rows)} rows:")
+                         f"{' * '.join(self.shapes.dim_str(d) for d in unit.rows)} rows:")
             for step in unit.steps:
                 lines.append(f"       {step.index:3d}  {self._step_str(step, unit)}")
         lines.append("  out  " + ", ".join(self.buffer_str(b) for b in self.outputs))

@@ -1,11 +1,14 @@
-"""Row groups: consecutive steps over the rows of one 2-d shape that run as ONE loop over rows.
+"""Row groups: consecutive steps over the rows of one shape that run as ONE loop over rows.
 
 softmax is a max over each row, a shifted exp, a sum over each row and a division: four passes
 over the whole array as separate steps, one pass in row order when fused (each row in cache,
-and on a GPU one kernel with one read of the input). A step joins a group when it is an
-Elemwise over (R, C) or (R, 1) whose broadcasting is proven statically, or a Sum/Max/Min over
-axis 1 of an (R, C) array, and R is the very same dimension (the shape graph is interned, so
-this is an identity test). A group has at least one reduction.
+and on a GPU one kernel with one read of the input). A row is the last axis: an (R, C) array
+has R rows, a (B, T, C) array B*T of them. A step joins a group when it is an Elemwise over
+(..., C) or (..., 1) whose broadcasting is proven statically (the leading axes all the rows'
+or all 1), or a Sum/Max/Min over the last axis, and the leading dims are the very same
+dimensions (the shape graph is interned, so this is an identity test). A group has at least
+one reduction. Backends see every member as 2-d, (rows, C), (rows, 1) or (1, C): N-d buffers
+are reshaped (views, C-contiguous) at the group's start.
 
 The group also decides what its buffers need:
 - `local`: buffers the group both writes and alone reads never get their (R, C) storage: one
@@ -37,11 +40,12 @@ class RowGroup:
     """Steps (consecutive in the Program) that run as one loop over rows."""
 
     steps: tuple  # the member Steps, in order
-    rows: object  # the row count: a variable of the Program's shape graph
+    rows: tuple  # the leading dims, whose product is the row count: shape-graph variables
     local: dict  # buffer id -> "row" | "value": no (R, C) storage (see the module doc)
     inlined: dict  # elementwise step index -> the reduction step index whose loop computes it
     riding: dict  # reduction step index -> the elementwise step index whose loop accumulates it
-    modes: dict  # elementwise step index -> per input: ("full"|"bcast", "full"|"bcast") or "scalar"
+    # elementwise step index -> per input: (rows, columns), each "full" or "bcast", or "scalar"
+    modes: dict
 
     @property
     def first(self) -> int:
@@ -55,39 +59,56 @@ class RowGroup:
     def index(self) -> int:
         return self.first
 
+    @property
+    def ndim(self) -> int:
+        """The ndim of the members' (rows..., C) buffers."""
+        return len(self.rows) + 1
+
     def buffers(self) -> set[int]:
         """Every buffer a member reads or writes."""
         return {b for s in self.steps for b in (*s.inputs, *s.outputs)}
 
 
-def is_row_reduce(op) -> bool:
-    """A reduction a row group takes: Sum/Max/Min over axis 1."""
-    return isinstance(op, _REDUCES) and op.axis == (1,)
+def is_row_reduce(node) -> bool:
+    """A reduction a row group takes: Sum/Max/Min over the last axis of an array of 2+ dims."""
+    ndim = node.inputs[0].ndim
+    return isinstance(node.op, _REDUCES) and ndim >= 2 and node.op.axis == (ndim - 1,)
 
 
-def _row_dim(shapes, step):
+def _row_dims(shapes, step) -> tuple | None:
     node = step.node
-    if isinstance(node.op, Elemwise) and node.outputs[0].ndim == 2:
-        return shapes.dims_of(step.outputs[0])[0]
-    if is_row_reduce(node.op) and node.inputs[0].ndim == 2:
-        return shapes.dims_of(step.inputs[0])[0]
+    if isinstance(node.op, Elemwise) and node.outputs[0].ndim >= 2:
+        return tuple(shapes.dims_of(step.outputs[0])[:-1])
+    if is_row_reduce(node):
+        return tuple(shapes.dims_of(step.inputs[0])[:-1])
     return None
 
 
+def _same_rows(a, b) -> bool:
+    return a is not None and b is not None and len(a) == len(b) \
+        and all(x is y for x, y in zip(a, b))
+
+
 def row_modes(shapes, step) -> tuple | None:
-    """Per input of an Elemwise step: ('full'|'bcast', 'full'|'bcast') or 'scalar'; None when
-    some broadcasting is only known at run time."""
-    if any(var.ndim != 2 for var in step.node.inputs):
+    """Per input of an Elemwise step: (rows, columns), each 'full' or 'bcast', or 'scalar';
+    None when some broadcasting is only known at run time, or the leading axes of an input
+    mix the rows' length and 1 (a (B, 1, C) input of a (B, T, C) group)."""
+    ndim = step.node.outputs[0].ndim
+    if any(var.ndim != ndim for var in step.node.inputs):
         return None
-    modes = broadcast_modes(shapes, step)
-    if any(m == "unknown" for mode in modes if mode != "scalar" for m in mode):
-        return None
-    return modes
+    out = []
+    for mode in broadcast_modes(shapes, step):
+        if mode == "scalar":
+            out.append(mode)
+            continue
+        if "unknown" in mode or len(set(mode[:-1])) != 1:
+            return None
+        out.append((mode[0], mode[-1]))
+    return tuple(out)
 
 
 def _fits(shapes, step) -> bool:
-    op = step.node.op
-    if is_row_reduce(op):
+    if is_row_reduce(step.node):
         return np.dtype(step.node.inputs[0].dtype).kind in "fiu"
     return row_modes(shapes, step) is not None
 
@@ -98,13 +119,13 @@ def row_groups(steps, buffers, outputs, shapes) -> list[RowGroup]:
     groups = []
     i = 0
     while i < len(steps):
-        rows = _row_dim(shapes, steps[i])
+        rows = _row_dims(shapes, steps[i])
         j = i
-        while (j < len(steps) and rows is not None and _row_dim(shapes, steps[j]) is rows
+        while (j < len(steps) and _same_rows(_row_dims(shapes, steps[j]), rows)
                and _fits(shapes, steps[j])):
             j += 1
         members = steps[i:j]
-        if len(members) >= 2 and any(is_row_reduce(s.node.op) for s in members):
+        if len(members) >= 2 and any(is_row_reduce(s.node) for s in members):
             groups.append(_group(tuple(members), rows, steps, buffers, outputs, shapes))
             i = j
         else:
@@ -113,14 +134,14 @@ def row_groups(steps, buffers, outputs, shapes) -> list[RowGroup]:
 
 
 def _group(members, rows, steps, buffers, outputs, shapes) -> RowGroup:
-    local = _row_locals(members, steps, buffers, outputs)
+    local = _row_locals(members, steps, buffers, outputs, len(rows) + 1)
     inlined = _inlined(members, local, buffers)
     riding = _riding(members, inlined, buffers)
     modes = {s.index: row_modes(shapes, s) for s in members if isinstance(s.node.op, Elemwise)}
     return RowGroup(members, rows, local, inlined, riding, modes)
 
 
-def _row_locals(members, steps, buffers, outputs) -> dict:
+def _row_locals(members, steps, buffers, outputs, ndim: int) -> dict:
     """{buffer: 'row' | 'value'} for the buffers a group both writes and alone reads."""
     inside = {s.index for s in members}
     used_outside = set(outputs)
@@ -131,10 +152,10 @@ def _row_locals(members, steps, buffers, outputs) -> dict:
     for step in members:
         for b in step.outputs:
             var = buffers[b].var
-            if (b in used_outside or buffers[b].view_of is not None or var.ndim != 2
-                    or var.type.shape[0] == 1):
+            if (b in used_outside or buffers[b].view_of is not None or var.ndim != ndim
+                    or all(d == 1 for d in var.type.shape[:-1])):
                 continue
-            local[b] = "value" if var.type.shape[1] == 1 else "row"
+            local[b] = "value" if var.type.shape[-1] == 1 else "row"
     changed = True
     while changed:  # an inplace output shares its input's storage: both local or neither
         changed = False
@@ -161,7 +182,7 @@ def _inlined(members, local, buffers) -> dict:
             continue
         b = step.outputs[0]
         users = readers.get(b, [])
-        if local.get(b) != "row" or len(users) != 1 or not is_row_reduce(users[0].node.op):
+        if local.get(b) != "row" or len(users) != 1 or not is_row_reduce(users[0].node):
             continue
         reduce = users[0]
         between = members[pos + 1:members.index(reduce)]
@@ -176,7 +197,7 @@ def _riding(members, inlined, buffers) -> dict:
     output that other steps read too."""
     out = {}
     for pos, step in enumerate(members):
-        if not is_row_reduce(step.node.op):
+        if not is_row_reduce(step.node):
             continue
         x = step.inputs[0]
         k = next((k for k, e in enumerate(members[:pos]) if x in e.outputs), None)
@@ -185,7 +206,7 @@ def _riding(members, inlined, buffers) -> dict:
         producer = members[k]
         if (producer.index in inlined or not isinstance(producer.node.op, Elemwise)
                 or len(producer.outputs) != 1
-                or producer.node.outputs[0].type.shape[1] == 1):
+                or producer.node.outputs[0].type.shape[-1] == 1):
             continue
         between = members[k + 1:pos]
         if any(buffers[o].takes_over == x for s in between for o in s.outputs):

@@ -133,6 +133,123 @@ def layernorm(m, x, gamma, beta):
     return d / m.sqrt(var + np.float32(1e-5)) * gamma + beta
 
 
+def rmsnorm(m, x, gamma):
+    """RMS normalization over the last axis of a 3-d array."""
+    return x / m.sqrt(m.mean(x * x, axis=-1, keepdims=True) + np.float32(1e-6)) * gamma
+
+
+def _gelu(m, h):
+    f = np.float32
+    return f(0.5) * h * (f(1) + m.tanh(f(0.7978845608) * (h + f(0.044715) * h ** 3)))
+
+
+def attention(m, x, wq, wk, wv, scale):
+    """Single-head self-attention over a (batch, token, feature) array: 3-d batched matmuls
+    and a 3-d softmax."""
+    q, k, v = x @ wq, x @ wk, x @ wv
+    return m.softmax((q @ k.transpose(0, 2, 1)) * np.float32(scale), axis=-1) @ v
+
+
+def transformer_block(m, x, g1, b1, wq, wk, wv, wo, g2, b2, w1, w2, scale):
+    """A pre-norm transformer block: layernorm, self-attention, residual, layernorm, GELU MLP,
+    residual."""
+    x = x + attention(m, layernorm(m, x, g1, b1), wq, wk, wv, scale) @ wo
+    return x + _gelu(m, layernorm(m, x, g2, b2) @ w1) @ w2
+
+
+def transformer_loss(m, *args):
+    """The block's output's mean square: a scalar to differentiate."""
+    y = transformer_block(m, *args)
+    return m.mean(y * y)
+
+
+def transformer_backprop(m, x, g1, b1, wq, wk, wv, wo, g2, b2, w1, w2, scale):
+    """Hand-written loss and gradients of `transformer_loss` for (wq, wk, wv, wo, w1, w2)."""
+    f = np.float32
+    c, eps = f(0.7978845608), f(1e-5)
+
+    def ln(z, g, b):
+        d = z - z.mean(-1, keepdims=True)
+        r = 1 / np.sqrt((d * d).mean(-1, keepdims=True) + eps)
+        return d * r * g + b, d * r, r
+
+    def ln_back(dh, g, n, r):
+        dn = dh * g
+        return r * (dn - dn.mean(-1, keepdims=True) - n * (dn * n).mean(-1, keepdims=True))
+
+    def flat(z):
+        return z.reshape(-1, z.shape[-1])
+
+    h1, _, _ = ln(x, g1, b1)
+    q, k, v = h1 @ wq, h1 @ wk, h1 @ wv
+    s = (q @ k.transpose(0, 2, 1)) * f(scale)
+    e = np.exp(s - s.max(-1, keepdims=True))
+    p = e / e.sum(-1, keepdims=True)
+    a = p @ v
+    x2 = x + a @ wo
+    h2, n2, r2 = ln(x2, g2, b2)
+    u = h2 @ w1
+    t = np.tanh(c * (u + f(0.044715) * u ** 3))
+    gl = f(0.5) * u * (1 + t)
+    y = x2 + gl @ w2
+    dy = y * f(2 / y.size)
+    dw2 = flat(gl).T @ flat(dy)
+    du = (dy @ w2.T) * (f(0.5) * (1 + t) + f(0.5) * u * (1 - t * t) * c
+                        * (1 + f(3 * 0.044715) * u * u))
+    dw1 = flat(h2).T @ flat(du)
+    dx2 = dy + ln_back(du @ w1.T, g2, n2, r2)
+    dwo = flat(a).T @ flat(dx2)
+    da = dx2 @ wo.T
+    dp = da @ v.transpose(0, 2, 1)
+    ds = p * (dp - (dp * p).sum(-1, keepdims=True)) * f(scale)
+    dq, dk, dv = ds @ k, ds.transpose(0, 2, 1) @ q, p.transpose(0, 2, 1) @ da
+    return [np.mean(y * y), flat(h1).T @ flat(dq), flat(h1).T @ flat(dk),
+            flat(h1).T @ flat(dv), dwo, dw1, dw2]
+
+
+def embedding_loss(m, table, ids, w):
+    """Rows of an embedding table gathered by integer ids, then a tanh readout: the gradient
+    of the table is a scatter-add of rows."""
+    return m.mean(m.tanh(table[ids] @ w))
+
+
+def embedding_backprop(m, table, ids, w):
+    """Hand-written loss and gradients (table, w) of `embedding_loss`."""
+    h = table[ids]
+    t = np.tanh(h @ w)
+    dz = (1 - t * t) / np.float32(t.size)
+    dtable = np.zeros_like(table)
+    np.add.at(dtable, ids, dz @ w.T)
+    return [t.mean(), dtable, h.T @ dz]
+
+
+def classifier_loss(m, table, ids, w1, b1, w2, b2, onehot):
+    """Embedding -> mean pool over tokens -> tanh MLP -> log_softmax -> cross-entropy."""
+    h = m.tanh(m.mean(table[ids], axis=1) @ w1 + b1)
+    logits = h @ w2 + b2
+    logp = logits - m.logsumexp(logits, axis=1)[:, None]
+    return -m.mean(m.sum(onehot * logp, axis=1))
+
+
+def classifier_backprop(m, table, ids, w1, b1, w2, b2, onehot):
+    """Hand-written loss and gradients (table, w1, b1, w2, b2) of `classifier_loss`."""
+    pooled = table[ids].mean(1)
+    h = np.tanh(pooled @ w1 + b1)
+    logits = h @ w2 + b2
+    top = logits.max(1, keepdims=True)
+    e = np.exp(logits - top)
+    logp = logits - (np.log(e.sum(1, keepdims=True)) + top)
+    n = np.float32(len(ids))
+    dlogits = (np.exp(logp) * onehot.sum(1, keepdims=True) - onehot) / n
+    dh = (dlogits @ w2.T) * (1 - h * h)
+    dpooled = dh @ w1.T
+    dtable = np.zeros_like(table)
+    np.add.at(dtable, ids, np.broadcast_to((dpooled / np.float32(ids.shape[1]))[:, None],
+                                            (*ids.shape, table.shape[1])))
+    return [-np.mean(np.sum(onehot * logp, axis=1)), dtable, pooled.T @ dh, dh.sum(0),
+            h.T @ dlogits, dlogits.sum(0)]
+
+
 def scan_scalar(m, x0, u):
     """x_t = 0.5 * x_{t-1} + u_t: a scalar recurrence, one cheap step per element of u; the
     trace of x. `m.recurrence(step, xs, init)` is each framework's loop (see peers.py)."""
@@ -342,8 +459,52 @@ def _models(name: str, device: str, quick: bool) -> list[Case]:
     if name == "softmax3d":
         return [Case(name, f"softmax3d[{b}x{t}x{t * 2}]", ("x",),
                      lambda rng: [normal(b, t, 2 * t)(rng)], softmax3d)]
-    return [Case(name, f"layernorm[{b}x{t}x{d}]", ("x", "gamma", "beta"),
-                 lambda rng: [normal(b, t, d)(rng), normal(d)(rng), normal(d)(rng)], layernorm)]
+    if name == "layernorm":
+        return [Case(name, f"layernorm[{b}x{t}x{d}]", ("x", "gamma", "beta"),
+                     lambda rng: [normal(b, t, d)(rng), normal(d)(rng), normal(d)(rng)],
+                     layernorm)]
+    if name == "rmsnorm":
+        return [Case(name, f"rmsnorm[{b}x{t}x{d}]", ("x", "gamma"),
+                     lambda rng: [normal(b, t, d)(rng), normal(d)(rng)], rmsnorm)]
+    scale = d ** -0.5
+    if name == "attention":
+        return [Case(name, f"attention[{b}x{t}x{d}]", ("x", "wq", "wk", "wv"),
+                     lambda rng: [normal(b, t, d)(rng), *(normal(d, d, scale=scale)(rng)
+                                                          for _ in range(3))],
+                     lambda m, *a: attention(m, *a, scale))]
+    if name == "transformer_block":
+        def data(rng):
+            ones, zeros = np.ones(d, "float32"), np.zeros(d, "float32")
+            return [normal(b, t, d)(rng), ones, zeros,
+                    *(normal(d, d, scale=scale)(rng) for _ in range(4)), ones, zeros,
+                    normal(d, hidden, scale=scale)(rng),
+                    normal(hidden, d, scale=hidden ** -0.5)(rng)]
+        names = ("x", "g1", "b1", "wq", "wk", "wv", "wo", "g2", "b2", "w1", "w2")
+        return [Case(name, f"transformer_block[{b}x{t}x{d},{hidden}]", names, data,
+                     lambda m, *a: transformer_block(m, *a, scale)),
+                Case(name, f"transformer_grad[{b}x{t}x{d},{hidden}]", names, data,
+                     lambda m, *a: transformer_loss(m, *a, scale), wrt=(3, 4, 5, 6, 9, 10),
+                     reference=lambda m, *a: transformer_backprop(m, *a, scale))]
+    vocab, tokens = (50, 4) if quick else (10000, 32)
+    if name == "embedding":
+        def data(rng):
+            return [normal(vocab, d, scale=0.1)(rng),
+                    rng.integers(0, vocab, size=b * t).astype("int64"),
+                    normal(d, d, scale=scale)(rng)]
+        return [Case(name, f"embedding[{b * t} of {vocab}x{d}]", ("table", "ids", "w"), data,
+                     embedding_loss, wrt=(0, 2), reference=embedding_backprop)]
+    classes = 10
+
+    def data(rng):
+        labels = rng.integers(0, classes, size=b * t)
+        return [normal(vocab, d, scale=0.1)(rng),
+                rng.integers(0, vocab, size=(b * t, tokens)).astype("int64"),
+                normal(d, hidden, scale=scale)(rng), np.zeros(hidden, "float32"),
+                normal(hidden, classes, scale=hidden ** -0.5)(rng),
+                np.zeros(classes, "float32"), np.eye(classes, dtype="float32")[labels]]
+    return [Case(name, f"classifier[{b * t}x{tokens} of {vocab}x{d},{hidden},{classes}]",
+                 ("table", "ids", "w1", "b1", "w2", "b2", "onehot"), data, classifier_loss,
+                 wrt=(0, 2, 3, 4, 5), reference=classifier_backprop)]
 
 
 PROGRAMS: dict[str, Callable[[str, bool], list[Case]]] = {
@@ -366,10 +527,16 @@ PROGRAMS: dict[str, Callable[[str, bool], list[Case]]] = {
     "gelu_mlp": lambda device, quick: _models("gelu_mlp", device, quick),
     "softmax3d": lambda device, quick: _models("softmax3d", device, quick),
     "layernorm": lambda device, quick: _models("layernorm", device, quick),
+    "rmsnorm": lambda device, quick: _models("rmsnorm", device, quick),
+    "attention": lambda device, quick: _models("attention", device, quick),
+    "transformer_block": lambda device, quick: _models("transformer_block", device, quick),
+    "embedding": lambda device, quick: _models("embedding", device, quick),
+    "classifier": lambda device, quick: _models("classifier", device, quick),
 }
 
 # pieces of a model (issue 17): run with --programs models
-MODELS = ["gelu_mlp", "softmax3d", "layernorm"]
+MODELS = ["gelu_mlp", "softmax3d", "layernorm", "rmsnorm", "attention", "transformer_block",
+          "embedding", "classifier"]
 
 # inner graphs: loops (Scan, lax.scan, pytensor.scan, a Python loop for numpy) and one
 # subgraph used many times (OpFromGraph); run with --programs inner

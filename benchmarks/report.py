@@ -141,9 +141,23 @@ def write(name: str, record: dict, markdown: str) -> tuple[Path, Path]:
         n += 1
         path = RESULTS / f"{stem}-{n}.json"
     path.write_text(json.dumps(record, indent=1, default=str) + "\n")
+    png = draw(json.loads(path.read_text()), path.with_suffix(".png"))
+    if png is not None:  # (the JSON as it reads back: what `python -m benchmarks.plot` draws)
+        markdown += f"\n\n![verglas against its peers]({png.name})"
+        print(f"wrote {png}")
     md = path.with_suffix(".md")
     md.write_text(markdown + "\n")
     return path, md
+
+
+def draw(record: dict, path: Path) -> Path | None:
+    """The record's plot (benchmarks/plot.py), where matplotlib is installed."""
+    try:
+        from benchmarks import plot
+        return plot.draw(record, path)
+    except ImportError as exc:
+        print(f"no plot of {path.stem}: {exc}", file=sys.stderr)
+        return None
 
 
 def write_table(name: str, record: dict, title: str, text: str, headers, rows) -> None:

@@ -52,6 +52,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--json", action="store_true",
                    help="write benchmarks/results/<name>-<date>.json and .md")
     p.add_argument("--name", help="record name (default: <device>, or <device>-quick)")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bar (there is none either when stderr is not a terminal)")
     p.add_argument("--compile-timeout", type=float, default=300,
                    help="seconds before a compile probe is reported as a timeout (default 300)")
     p.add_argument("--compile-programs", default=",".join(programs.COMPILE_PROGRAMS),
@@ -61,17 +63,21 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 class Progress:
-    """tqdm when installed, else one line per step on stderr."""
+    """tqdm when installed, else one line per step on stderr; nothing when `show` is off."""
 
-    def __init__(self, total: int):
-        try:
-            from tqdm import tqdm
-            self.bar = tqdm(total=total, unit="cell", dynamic_ncols=True, file=sys.stderr)
-        except ImportError:
-            self.bar, self.n, self.total = None, 0, total
+    def __init__(self, total: int, show: bool = True):
+        self.bar, self.n, self.total, self.show = None, 0, total, show
+        if show:
+            try:
+                from tqdm import tqdm
+                self.bar = tqdm(total=total, unit="cell", dynamic_ncols=True, file=sys.stderr)
+            except ImportError:
+                pass
 
     def step(self, desc: str) -> None:
         """Announce the next cell."""
+        if not self.show:
+            return
         if self.bar is None:
             self.n += 1
             print(f"[{self.n}/{self.total}] {desc}", file=sys.stderr, flush=True)
@@ -232,7 +238,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         raise SystemExit(f"unknown compile program(s): {', '.join(unknown)}")
     n_compile = 2 * len(compile_programs) * len(compile_times.FRAMEWORKS[device])
-    progress = Progress(len(cases) * len(fws) + (n_compile if want_compile else 0))
+    progress = Progress(len(cases) * len(fws) + (n_compile if want_compile else 0),
+                        show=not args.no_progress and sys.stderr.isatty())
     results = []
     for case in cases:
         results += run_case(case, fws, reasons, args.repeat, device, progress)

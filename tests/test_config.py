@@ -10,10 +10,11 @@ import verglas as vg
 from verglas.config import Config
 from verglas.rewrite.trace import Tracer
 
-VARIABLES = {"cache_dir": "VERGLAS_CACHE_DIR", "threads": "VERGLAS_THREADS",
+VARIABLES = {"cache_dir": "VERGLAS_CACHE_DIR", "cache_max_bytes": "VERGLAS_CACHE_MAX_BYTES",
+             "threads": "VERGLAS_THREADS",
              "workspace": "VERGLAS_WORKSPACE", "vector_width": "VERGLAS_VECTOR_WIDTH",
              "numpy_blas": "VERGLAS_NUMPY_BLAS", "trace_rewrites": "VERGLAS_TRACE_REWRITES",
-             "strict_rewrites": "VERGLAS_STRICT_REWRITES"}
+             "strict_rewrites": "VERGLAS_STRICT_REWRITES", "log": "VERGLAS_LOG"}
 
 
 @pytest.fixture

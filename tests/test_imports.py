@@ -4,7 +4,8 @@ Every module of the package is read with `ast` (every import, at the top and ins
 and assigned a layer; a module imports only from its own layer or the layers below:
 
     layer      modules                                   what it is
-    0 config   verglas.config                            the switches (VERGLAS_* variables)
+    0 config   verglas.config, verglas.logger            the switches (VERGLAS_* variables);
+                                                         the "verglas" logger
     1 graph    verglas.graph (incl. graph.reference)     the IR; the reference executor, which
                                                          runs a frozen graph through each op's
                                                          `perform`
@@ -19,9 +20,11 @@ and assigned a layer; a module imports only from its own layer or the layers bel
                                                          on-disk cache every backend uses
     8 backends verglas.*_backend (cpu_backend,           one package (or module) per backend,
                cuda_backend, reference_backend)          registered by device name
-    9 func     verglas.function, verglas.testing         compile() and Function; verify_grad
-   10 api      verglas (__init__), verglas.demo          the public names (importing every
-                                                         backend); a demo script
+    9 func     verglas.function, verglas.testing,        compile() and Function; verify_grad;
+               verglas.artifact                          saved Functions (save / load)
+   10 api      verglas (__init__), verglas.demo,         the public names (importing every
+               verglas.__main__, verglas.dask            backend); a demo script; the CLI;
+                                                         Functions on a dask cluster
 
 Within a layer, packages import each other without cycles (the backends import none of each
 other), and the modules' top-level imports form a DAG: no cycle is closed by an import
@@ -43,7 +46,7 @@ ROOT = Path(verglas.__file__).parent
 
 # (a prefix with a `*` matches by pattern: a new backend package needs no line here)
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("config", ("verglas.config",)),
+    ("config", ("verglas.config", "verglas.logger")),
     ("graph", ("verglas.graph",)),
     ("ops", ("verglas.ops",)),
     ("grad", ("verglas.grad",)),
@@ -52,8 +55,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("source", ("verglas.source", "verglas.scalar_code")),
     ("protocol", ("verglas.backend", "verglas.cache")),
     ("backends", ("verglas.*_backend",)),
-    ("function", ("verglas.function", "verglas.testing")),
-    ("api", ("verglas", "verglas.demo")),
+    ("function", ("verglas.function", "verglas.testing", "verglas.artifact")),
+    ("api", ("verglas", "verglas.demo", "verglas.__main__", "verglas.dask")),
 )
 
 # (importing module, imported module) -> why the import sits inside a function

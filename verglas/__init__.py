@@ -5,6 +5,7 @@ __version__ = "0.1.0"
 import importlib
 import pkgutil
 
+from verglas.artifact import load
 from verglas.config import config
 from verglas.function import Function, asnumpy, compile
 from verglas.grad import grad
@@ -35,7 +36,7 @@ for _module in pkgutil.iter_modules(__path__):
 del _module
 
 __all__ = [
-    "Function", "asnumpy", "compile", "config", "grad", "dprint", "expand_dims", "squeeze",
+    "Function", "asnumpy", "compile", "config", "load", "grad", "dprint", "expand_dims", "squeeze",
     "transpose", "inc_subtensor", "set_subtensor", "dot", "matmul", "abs", "add", "bitwise_and",
     "bitwise_or", "bitwise_xor", "cast", "ceil", "clip", "conj", "cos", "divide", "eq", "erf",
     "exp", "expm1", "floor", "floor_divide", "full_like", "ge", "gt", "imag", "invert", "isinf",

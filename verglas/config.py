@@ -21,6 +21,8 @@ __all__ = ["Config", "config"]
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 VECTOR_WIDTHS = (0, 128, 256, 512)
+LOG_LEVELS = ("debug", "info", "warning", "error")
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
 def _flag(value, where: str) -> bool:
@@ -49,6 +51,27 @@ def _width(value, where: str) -> int | None:
         return value
     raise ValueError(f"{where} must be 'auto' (None), 0 (LLVM's choice), 128, 256 or 512 "
                      f"(bits), not {value!r}")
+
+
+def _bytes(value, where: str) -> int:
+    if isinstance(value, str):  # 2147483648, 2G, 2GiB, 512M, 512 MB: units of 1024
+        text = value.strip().upper().removesuffix("B").removesuffix("I").strip()
+        unit = text[-1:] if text[-1:] in _UNITS else ""
+        number = text[:len(text) - len(unit)].strip()
+        if number.isdigit():
+            value = int(number) * _UNITS[unit]
+    if type(value) is int and value > 0:
+        return value
+    raise ValueError(f"{where} must be a positive number of bytes (e.g. 2147483648, 2G or "
+                     f"512M), not {value!r}")
+
+
+def _level(value, where: str) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, str) and value.strip().lower() in LOG_LEVELS:
+        return value.strip().lower()
+    raise ValueError(f"{where} must be one of {', '.join(LOG_LEVELS)}, not {value!r}")
 
 
 def _trace(value, where: str) -> bool | str:
@@ -95,6 +118,9 @@ class Config:
     cache_dir = _Switch(
         "VERGLAS_CACHE_DIR", _path, lambda: Path.home() / ".cache" / "verglas",
         "Where optimized graphs, generated sources and machine code are stored.")
+    cache_max_bytes = _Switch(
+        "VERGLAS_CACHE_MAX_BYTES", _bytes, 2 << 30,
+        "The cache directory's size limit: a store past it evicts least recently used entries.")
     threads = _Switch(
         "VERGLAS_THREADS", _flag, True,
         "Row loops may run on numba's thread pool (when a concurrency-safe layer loads).")
@@ -115,6 +141,10 @@ class Config:
     strict_rewrites = _Switch(
         "VERGLAS_STRICT_REWRITES", _flag, False,
         "A failing rewrite fails the compile (else it is skipped with a warning).")
+    log = _Switch(
+        "VERGLAS_LOG", _level, None,
+        "Print the 'verglas' logger's records at this level and above on stderr (None: "
+        "only the handlers the application attached).")
 
     def __init__(self):
         object.__setattr__(self, "_set", {})

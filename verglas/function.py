@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import operator
+import threading
+from collections import Counter, OrderedDict
+from pathlib import Path
 
 import numpy as np
 
+from verglas import artifact
 from verglas import backend as backends
 from verglas import cache, rewrite, schedule  # (modules: functions looked up at each call)
 from verglas.graph.basic import Constant, Variable
@@ -13,6 +17,7 @@ from verglas.graph.fg import FunctionGraph
 from verglas.graph.frozen import FrozenFunctionGraph, freeze
 from verglas.graph.printing import dprint
 from verglas.graph.types import TensorType
+from verglas.logger import CompileLog, apply_config, logger
 
 __all__ = ["compile", "Function", "asnumpy"]
 
@@ -37,36 +42,85 @@ def compile(inputs, outputs, device: str = "cpu", mode: str = "fast_run") -> Fun
     # the device selects a backend, the mode the rewrites (a mode a backend owns: none)
     backend, rewrites = backends.select(device, mode)
     names = [v.name or f"input{k}" for k, v in enumerate(inputs)]
+    apply_config()
+    record = CompileLog(f"compile({', '.join(names)}) on {backend.name}")
     if not rewrites:  # the graph as written (nothing to store: freezing is all it costs)
-        return Function(freeze(inputs, outputs), names, single, device, mode)
+        with record.stage("freeze"):
+            graph = freeze(inputs, outputs)
+        with record.stage("backend codegen+compile"):
+            function = Function(graph, names, single, device, mode)
+        record.done(f"not used (mode {mode!r} runs the graph as written)")
+        return function
     mode_key = mode if isinstance(mode, str) else repr((sorted(mode.include),
                                                         sorted(mode.exclude)))
-    key = cache.cache_key(freeze(inputs, outputs).fingerprint(), mode_key, backend.name)
+    with record.stage("freeze+fingerprint"):
+        fingerprint = freeze(inputs, outputs).fingerprint()
+    if cache.usable() is None:  # a directory refused (warned): nothing read, nothing stored
+        graph, program = _optimized_now(inputs, outputs, mode, names, backend, record)
+        with record.stage("backend codegen+compile"):
+            function = Function(graph, names, single, device, mode, program=program)
+        record.done("off (the cache directory is refused)")
+        return function
+    key = cache.cache_key(fingerprint, mode_key, backend.name)
     directory = cache.entry_dir(backend.name, key)
     entry = directory / "function.pkl"
+    reads: list[str | None] = []  # why each read of the stored graph failed (None: it did not)
 
     def optimized() -> tuple[FrozenFunctionGraph, object]:
         """The optimized graph and its Program: stored by the first process to compile them
         (a second one skips the rewrites and the scheduling), else computed and stored."""
-        cached = cache.load_pickle(entry)
+        with record.stage("load graph"):
+            cached, why = cache.read_pickle(entry)
         if isinstance(cached, dict) and isinstance(cached.get("graph"), FrozenFunctionGraph):
+            reads.append(None)
             return cached["graph"], cached.get("program")
-        graph = _optimize(inputs, outputs, mode)
-        program = _lower(graph, names, backend) if backend.lowers else None
-        cache.store_pickle(entry, {"graph": graph, "program": program})
-        cache.store_pickle(directory / "inputs.pkl",
-                           [(v.type.dtype, v.type.shape) for v in graph.inputs])
+        reads.append(why or "unreadable entry (function.pkl)")
+        if record.finished:  # (asked for after compile returned, by a first broadcasting call)
+            logger.info("%s: the stored graph cannot be read (%s): optimizing it again",
+                        record.label, reads[-1])
+        graph, program = _optimized_now(inputs, outputs, mode, names, backend, record)
+        with record.stage("store graph"):
+            cache.store_pickle(entry, {"graph": graph, "program": program})
+            _store_input_types(directory, graph)
         return graph, program
 
     # a warm start needs only the input types and the backend's stored code: the graph and
     # Program (tens of ms to unpickle for thousands of nodes) load if something asks for them
     # (a backend that stores no code asks for them at once)
-    types = cache.load_pickle(directory / "inputs.pkl") if entry.exists() else None
-    if isinstance(types, list) and len(types) == len(inputs):
-        return Function(None, names, single, device, mode, key, load=optimized,
-                        input_types=[TensorType(d, shape) for d, shape in types])
-    graph, program = optimized()
-    return Function(graph, names, single, device, mode, key, program=program)
+    with record.stage("cache lookup"):
+        if entry.exists():
+            types, why = cache.read_pickle(directory / "inputs.pkl")
+        else:
+            types, why = None, cache.miss_reason(backend.name, key)
+    warm = isinstance(types, list) and len(types) == len(inputs)
+    if warm:
+        load, input_types = optimized, [TensorType(d, shape) for d, shape in types]
+    else:
+        graph, program = optimized()
+        if not (directory / "inputs.pkl").exists():  # (lost, the stored graph read)
+            _store_input_types(directory, graph)
+        load, input_types = (lambda: (graph, program)), [v.type for v in graph.inputs]
+    asked: list[bool] = []
+
+    def code() -> tuple[FrozenFunctionGraph, object]:
+        asked.append(True)
+        return load()
+
+    with record.stage("backend load") as stage:
+        function = Function(None, names, single, device, mode, key, load=code,
+                            input_types=input_types)
+        if asked:  # the backend had no stored code to load: it generated and compiled it
+            stage.name = "backend codegen+compile"
+    if not warm or asked and getattr(function._runner, "directory", None) is not None:
+        with record.stage("cache accounting"):
+            cache.record(backend.name, key)  # (what was stored counted: LRU past the limit)
+    if warm:
+        record.done("hit" if not asked else "hit for the optimized graph (the backend "
+                    "generated its code)")
+    else:
+        why = why or reads[0] or "unreadable entry (inputs.pkl)"
+        record.done(f"miss ({why})" if reads[0] else f"miss ({why}; the optimized graph read)")
+    return function
 
 
 def _check_inputs(inputs) -> list:
@@ -82,6 +136,37 @@ def _check_inputs(inputs) -> list:
     if len({id(v) for v in inputs}) != len(inputs):
         raise ValueError("compile: an input variable is listed twice")
     return inputs
+
+
+def _optimized_now(inputs, outputs, mode, names, backend, record: CompileLog):
+    """The optimized graph and its Program (if the backend lowers), computed."""
+    with record.stage("rewrite"):
+        graph = _optimize(inputs, outputs, mode)
+    if not backend.lowers:
+        return graph, None
+    with record.stage("schedule"):
+        return graph, _lower(graph, names, backend)
+
+
+def _store_input_types(directory, graph) -> None:
+    cache.store_pickle(directory / "inputs.pkl",
+                       [(v.type.dtype, v.type.shape) for v in graph.inputs])
+
+
+def _runner(backend, code_of, key: str | None, input_types):
+    """The backend's Runner; with a cache key, its code stored and loaded where the cache
+    directory is trusted (else built in memory), and built in memory when a file the backend
+    was reading or writing vanished (a `cache clear` or prune in another process)."""
+    if key is not None and cache.usable() is None:
+        key = None
+    try:
+        return backend.runner(code_of, key, input_types)
+    except OSError as exc:
+        if key is None:
+            raise
+        logger.warning("%s backend: its cache entry %s could not be used (%s); compiling in "
+                       "memory", backend.name, key, exc)
+        return backend.runner(code_of, None, input_types)
 
 
 def _optimize(inputs, outputs, mode) -> FrozenFunctionGraph:
@@ -149,7 +234,8 @@ class Function:
         self._specs = [(np.dtype(t.dtype), t.ndim,
                         t.shape if any(s is not None for s in t.shape) else None)
                        for t in self._input_types]
-        self._runner = self._backend.runner(self._code, self.cache_key, self._input_types)
+        self._runner = _runner(self._backend, self._code, self.cache_key, self._input_types)
+        RUNNER_BUILDS[self.cache_key] += 1
         self._contiguous = self._runner.contiguous
         self._fast = (self._runner.fast_call(self._specs, self.single, self._call_checked)
                       or self._call_checked)
@@ -176,9 +262,11 @@ class Function:
                                                for s, n in zip(static, arg.shape)))):
                 continue
             value = self._convert(k, self._input_types[k], arg)
-            if self._contiguous and not (value.flags.c_contiguous and value.flags.writeable):
+            if self._contiguous and not value.flags.c_contiguous:
                 # (the program's one signature takes writable C-contiguous arrays)
                 value = np.array(value, order="C")
+            elif self._contiguous and not value.flags.writeable:
+                value = _writable_view(value)  # (a program never writes its inputs)
             values[k] = value
         outputs = self._runner(values)
         return outputs[0] if self.single else outputs
@@ -190,8 +278,13 @@ class Function:
             if accepted is not None:
                 return accepted
             arg = asnumpy(arg)  # (a backend that takes numpy arrays only)
+        if not isinstance(arg, np.ndarray) and hasattr(type(arg), "__dlpack__"):
+            try:  # a host array exporting its memory (torch, jax...): a view, no copy
+                arg = np.from_dlpack(arg)
+            except Exception:  # noqa: BLE001 -- one numpy cannot view: np.asarray's turn
+                pass
         if not isinstance(arg, np.ndarray):
-            try:
+            try:  # (the array interface and __array__ give views where they can)
                 arg = np.asarray(arg)
             except Exception as exc:  # e.g. ragged lists
                 raise TypeError(f"{label}: cannot convert {type(arg).__name__} to an array: "
@@ -225,11 +318,57 @@ class Function:
 
     def __setstate__(self, state):
         graph, program = state.pop("graph"), state.pop("program", None)
-        self._load = None
-        self.__dict__.update(state)
-        self._attach(graph, program)
-        self._input_types = [v.type for v in graph.inputs]
-        self._build()
+        key = state["cache_key"] and (state["cache_key"], state["device"], state["mode"],
+                                      state["single"], tuple(state["input_names"]))
+        with _unpickled_lock:
+            twin = _UNPICKLED.get(key)
+            if twin is not None:  # the same program unpickled before: share its runner
+                _UNPICKLED.move_to_end(key)
+                self.__dict__.update(twin.__dict__)
+                return
+            self._load = None
+            self.__dict__.update(state)
+            self._attach(graph, program)
+            self._input_types = [v.type for v in graph.inputs]
+            self._build()
+            if key:
+                _UNPICKLED[key] = self
+                if len(_UNPICKLED) > _UNPICKLED_MAX:
+                    _UNPICKLED.popitem(last=False)
+
+    def save(self, path) -> Path:
+        """Write this Function to one versioned, digest-checked file that `verglas.load` reads
+        back without the code that built the graph (and, where versions match, without
+        rewriting, scheduling or generating code again); see verglas/artifact.py."""
+        return artifact.save(path, type(self), self.__getstate__(),
+                             getattr(self._runner, "directory", None))
+
+
+# Functions unpickled in this process, by what they run (least recently unpickled first): a
+# process that receives one pickled Function per task, as a dask worker does, builds (compiles
+# or loads) its runner once; calls are thread-safe, so the copies share it
+_UNPICKLED: OrderedDict = OrderedDict()
+_UNPICKLED_MAX = 64
+_unpickled_lock = threading.Lock()
+# runners built in this process (compiled, or loaded from the cache), per Function cache key
+RUNNER_BUILDS: Counter = Counter()
+
+
+class _WritableInterface:
+    """A read-only array's memory, offered as writable through the array interface."""
+
+    def __init__(self, array: np.ndarray):
+        interface = dict(array.__array_interface__)
+        interface["data"] = (interface["data"][0], False)
+        self.__array_interface__ = interface
+        self.array = array  # (the view's base: keeps the memory alive)
+
+
+def _writable_view(array: np.ndarray) -> np.ndarray:
+    """A writable view of a read-only array: numba types read-only arrays apart (the program
+    would compile twice), and a program never writes its inputs, so no copy is needed (below
+    64 KiB a copy is the cheaper of the two: ~2 us for the view)."""
+    return np.asarray(_WritableInterface(array)) if array.nbytes >= 1 << 16 else array.copy()
 
 
 def _is_device_array(arg) -> bool:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import pickle
 import sys
 import threading
 import types
@@ -29,6 +28,7 @@ from verglas.cpu_backend.intrinsics import preferred_vector_width
 from verglas.cpu_backend.kernels import RuntimeBroadcast
 from verglas.cpu_backend.parallel_for import launch
 from verglas.cpu_backend.threads import parallel_rows
+from verglas.logger import logger
 
 __all__ = ["CPUBackend", "CPURunner", "build_runner", "JIT_OPTIONS", "NO_WORKSPACE",
            "keep_workspace"]
@@ -112,14 +112,17 @@ def _build(program_of, key: str | None, inputs, specialized: bool):
     directory = cache.entry_dir(CPUBackend.name, key)
     path = directory / "program.py"
     globals_path = directory / "globals.pkl"
+    spec = _globals_spec(src.globals)
     with _lock:
         if not path.exists() or path.read_text() != text:
-            cache.write_atomic(globals_path, pickle.dumps(_globals_spec(src.globals)))
             cache.write_atomic(path, text.encode())
+        if cache.load_pickle(globals_path) is None:
+            cache.store_pickle(globals_path, spec)
         module = _import_module(path, key)
-        module.__dict__.update(_resolve_globals(pickle.loads(globals_path.read_bytes())))
+        module.__dict__.update(_resolve_globals(spec))
         _jit_functions(module.__dict__, src.jit_names, dict(cache=True, **_CALLEE_OPTIONS))
         cache.store_pickle(directory / "runner.pkl", {
+            "digest": hashlib.sha256(text.encode()).hexdigest(),  # program.py's, checked on load
             "name": src.name, "jit_names": list(src.jit_names),
             "arg_constants": list(src.arg_constants), "packing": list(src.packing),
             "parallel": src.parallel, "workspace": src.workspace, "bare": src.bare,
@@ -137,7 +140,12 @@ def _load_runner(program_of, key: str, inputs):
     if not isinstance(meta, dict) or not path.exists():
         return None
     globals_spec = cache.load_pickle(directory / "globals.pkl")
-    if not isinstance(globals_spec, dict):
+    try:
+        text = path.read_text()
+    except OSError:  # (removed meanwhile)
+        return None
+    if not isinstance(globals_spec, dict) or \
+            meta.get("digest") != hashlib.sha256(text.encode()).hexdigest():
         return None
     options = _program_options(meta.get("parallel", False), cache=True)
     with _lock:
@@ -145,7 +153,7 @@ def _load_runner(program_of, key: str, inputs):
         module.__dict__.update(_resolve_globals(globals_spec))
         _jit_functions(module.__dict__, meta["jit_names"], dict(cache=True, **_CALLEE_OPTIONS))
     jitted = numba.njit(**options)(getattr(module, meta["name"]))
-    return CPURunner(inputs, jitted, meta["arg_constants"], path.read_text(), meta["packing"],
+    return CPURunner(inputs, jitted, meta["arg_constants"], text, meta["packing"],
                      program_of, meta.get("workspace", False), meta.get("bare", False),
                      meta.get("outputs"), dict(meta, globals=globals_spec), directory)
 
@@ -166,7 +174,11 @@ def _import_module(path, key):
     module = types.ModuleType(name)
     module.__file__ = str(path)
     sys.modules[name] = module
-    exec(cache.code_of(path), module.__dict__)
+    try:
+        exec(cache.code_of(path), module.__dict__)
+    except BaseException:
+        del sys.modules[name]  # (no later compile may find half a module)
+        raise
     return module
 
 
@@ -288,7 +300,20 @@ class CPURunner(Runner):
     def compile(self) -> None:
         """Compile (or load from numba's cache) the signature every call uses, and no other:
         a call with other argument types raises TypeError (the Function converts them)."""
-        self.jitted.compile(self.signature)
+        try:
+            self.jitted.compile(self.signature)
+        except Exception as exc:
+            if self.directory is None or not _raised_by_numba_cache(exc):
+                raise
+            # numba's own cache files carry no digest: one it cannot read (truncated, damaged)
+            # is emptied, for this function and those it calls, and the program compiled again
+            logger.warning("cpu backend: numba's cache of %s could not be read (%s: %s); "
+                           "compiling again", self.directory, type(exc).__name__, exc)
+            for value in (self.jitted, *self.jitted.py_func.__globals__.values()):
+                stored = getattr(value, "_cache", None)
+                if isinstance(value, numba.core.registry.CPUDispatcher) and stored is not None:
+                    stored.flush()
+            self.jitted.compile(self.signature)
         self.jitted.disable_compile()
 
     def arguments(self, args: list) -> list:
@@ -425,6 +450,16 @@ class CPURunner(Runner):
             code = cache.code_of(path)
         exec(code, namespace)
         return namespace["fast"]
+
+
+def _raised_by_numba_cache(exc: Exception) -> bool:
+    """`exc` was raised while numba read or wrote its cache files."""
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_globals.get("__name__") == "numba.core.caching":
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def keep_workspace(pool: list, ws: np.ndarray, need: int) -> None:

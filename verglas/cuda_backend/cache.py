@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from verglas.cache import entry_dir, write_atomic
+from verglas.cache import entry_dir, read_verified, record, usable, write_verified
 from verglas.cuda_backend.compat import numba_cuda
 
 __all__ = ["ptx_key", "ptx_path", "load_ptx", "store_ptx", "entry_name", "compile_ptx"]
@@ -50,16 +50,15 @@ def ptx_path(spec, cc) -> Path:
 
 
 def load_ptx(spec, cc) -> str | None:
-    """The cached PTX of `spec` for `cc`, or None."""
-    try:
-        text = ptx_path(spec, cc).read_text()
-    except OSError:
-        return None
-    return text if entry_name(text) else None
+    """The cached PTX of `spec` for `cc` (its digest checked), or None."""
+    data, _ = read_verified(ptx_path(spec, cc))
+    text = data.decode(errors="replace") if data is not None else None
+    return text if text and entry_name(text) else None
 
 
 def store_ptx(spec, cc, ptx: str) -> None:
-    write_atomic(ptx_path(spec, cc), ptx.encode())
+    write_verified(ptx_path(spec, cc), ptx.encode())
+    record("cuda", "ptx", len(ptx))
 
 
 def entry_name(ptx: str) -> str | None:
@@ -69,11 +68,14 @@ def entry_name(ptx: str) -> str | None:
 
 
 def compile_ptx(spec, cc) -> str:
-    """PTX of `spec` for `cc` (from the cache, else compiled by numba.cuda and stored)."""
-    ptx = load_ptx(spec, cc)
+    """PTX of `spec` for `cc` (from the cache, else compiled by numba.cuda and stored; neither
+    where the cache directory is refused)."""
+    trusted = usable() is not None
+    ptx = load_ptx(spec, cc) if trusted else None
     if ptx is None:
         ptx = compile_spec(spec, cc)
-        store_ptx(spec, cc, ptx)
+        if trusted:
+            store_ptx(spec, cc, ptx)
     return ptx
 
 

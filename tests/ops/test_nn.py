@@ -106,3 +106,33 @@ def test_softmax_cross_entropy_gradient():
     x = vg.tensor("x", shape=(3, 4))
     g = vg.compile([x], vg.grad(loss(x), x), mode="reference")(logits)
     np.testing.assert_allclose(g, (sp.softmax(logits, 1) - labels) / 3, atol=1e-12)
+
+
+@pytest.mark.parametrize("fn", [lambda x: vg.softmax(x, axis=-1) * x,
+                                lambda x: vg.log_softmax(x, axis=-1),
+                                lambda x: vg.logsumexp(x, axis=-1, keepdims=True)])
+def test_gradient_has_no_pass_over_the_maximum(fn):
+    """The shift by the maximum is a stop_gradient: the gradient program reads no mask of
+    the maximum's positions (one Max, the forward one), and is still right."""
+    from verglas.graph import FunctionGraph
+    from verglas.ops.reduce import Max
+    from verglas.rewrite import get_mode, rewrite_graph
+
+    x = vg.tensor("x", shape=(None, None, None), dtype="float64")
+    cost = vg.sum(fn(x) * vg.constant(np.arange(4.0)))
+    (g,) = vg.grad(cost, [x])
+    fg = rewrite_graph(FunctionGraph([x], [g], clone=True), get_mode("fast_run"))
+    ops = [n.op for n in fg.toposort()]
+    assert sum(isinstance(op, Max) for op in ops) == 1
+    assert not any("stop_gradient" in str(op) for op in ops)
+    data = np.random.default_rng(3).normal(size=(2, 3, 4))
+    data[0, 0] = [0.5, 0.0, 1.0, 1.0]  # a tie at the maximum
+    verify_grad(lambda v: vg.sum(fn(v) * vg.constant(np.arange(4.0))),
+                [np.random.default_rng(4).normal(size=(2, 3, 4))])
+    (gt,) = vg.grad(cost, [x])
+    got = vg.compile([x], gt, mode="reference")(data)
+    assert np.all(np.isfinite(got))
+    ties = data.copy()
+    ties[0, 0, 2] += 1e-7  # the tie broken: the gradient moves by O(1e-7) only
+    near = vg.compile([x], gt, mode="reference")(ties)
+    np.testing.assert_allclose(got, near, atol=1e-5)

@@ -20,7 +20,7 @@ __all__ = [
     "isnan", "isinf", "eq", "neq", "lt", "le", "gt", "ge", "bitwise_and", "bitwise_or",
     "bitwise_xor", "left_shift", "right_shift", "invert", "real", "imag", "conj", "logical_and",
     "logical_or", "logical_not", "cast", "second", "zeros_like", "ones_like", "full_like",
-    "identity",
+    "identity", "stop_gradient",
 ]
 
 _S = {}
@@ -62,6 +62,7 @@ sigmoid, softplus, erf = _unary(s.Sigmoid), _unary(s.Softplus), _unary(s.Erf)
 floor, ceil = _unary(s.Floor), _unary(s.Ceil)
 isnan, isinf, invert = _unary(s.Isnan), _unary(s.Isinf), _unary(s.Invert)
 identity = _unary(s.Identity)
+stop_gradient = _unary(s.StopGradient)
 real, imag, conj = _unary(s.Real), _unary(s.Imag), _unary(s.Conj)
 for _name in __all__:
     _f = globals().get(_name)
@@ -210,6 +211,8 @@ def _piecewise_constant_grad(op, inputs, outputs, gz):
 
 @_rule(s.Identity)
 def _identity_grad(op, inputs, outputs, gz):
+    if isinstance(op, s.StopGradient):
+        return [None]
     return [_float_like(gz[0], inputs[0])]
 
 

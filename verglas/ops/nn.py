@@ -20,9 +20,11 @@ def _float(x):
 def _shift(x, axes):
     """The per-slice maximum, replaced by 0 where it is not finite (as scipy's logsumexp):
     all -inf stays -inf rather than becoming nan; an empty slice gives 0 too (so its
-    logsumexp is log(0) = -inf)."""
+    logsumexp is log(0) = -inf). Without a gradient: the results do not depend on the
+    shift, so its gradient terms cancel (JAX's softmax stops it likewise), and the gradient
+    has no pass over the maximum's positions."""
     top = Max(axes, keepdims=True, empty_ok=True)(x)
-    return m.where(m.isinf(top), 0, top)
+    return m.stop_gradient(m.where(m.isinf(top), 0, top))
 
 
 def logsumexp(x, axis=None, keepdims: bool = False) -> Variable:

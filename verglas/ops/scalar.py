@@ -250,6 +250,15 @@ class Identity(UnaryScalarOp):
 
 
 @_register
+class StopGradient(Identity):
+    """The identity, with no gradient: a value that only shifts a computation for its
+    numerics (softmax's maximum), whose gradient would cancel in exact arithmetic. Being an
+    Identity, canonicalization removes it once gradients are built."""
+
+    op_name = "stop_gradient"
+
+
+@_register
 class Cast(UnaryScalarOp):
     """Conversion to `dtype` (numpy's astype, unsafe casting)."""
 

@@ -89,3 +89,26 @@ def test_ops_used_twice_share_one_checked_kernel():
     compare_backend(inputs, outs, arrays)
     arrays[2] = arrays[2][:1]  # b1 broadcasts at run time: the general program
     compare_backend(inputs, outs, arrays)
+
+
+def test_storage_shared_on_the_specialized_assumption():
+    """The specialized plan lets x @ w (x0, n) take the storage of y @ w (y0, n), whose sizes
+    only the check of `(x @ w) * s` (s of y0 rows) makes equal; a call where x0 != y0 (one
+    of them 1) finds another size where the storage is reused and runs the general program:
+    right results, and the general plan keeps the two apart."""
+    x = vg.tensor("x", shape=(None, None), dtype="float64")
+    y = vg.tensor("y", shape=(None, None), dtype="float64")
+    w = vg.tensor("w", shape=(None, None), dtype="float64")
+    s = vg.sum(vg.exp(y @ w), axis=1, keepdims=True)
+    out = ((x * vg.sum(s)) @ w) * s  # (x's product after y's: the order the plan needs)
+    fast, _ = compile_pair([x, y, w], [out])
+    program = fast.program
+    products = [s.outputs[0] for s in program.steps if type(s.node.op).__name__ == "MatMul"]
+    assert len(products) == 2
+    assert program.slots[products[0]] == program.slots[products[1]], program
+    general = program.general()
+    assert general.slots[products[0]] != general.slots[products[1]]
+    g = rng(4)
+    for x0, y0 in ((3, 3), (1, 3), (3, 1)):
+        compare_backend([x, y, w], [out], [g.normal(size=(x0, 4)), g.normal(size=(y0, 4)),
+                                           g.normal(size=(4, 5))])

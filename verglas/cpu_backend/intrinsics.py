@@ -25,18 +25,27 @@ try:  # numba's own lowering of np.empty's body (numba.np.arrayobj, stable for y
 except ImportError:  # pragma: no cover - then programs call np.empty
     _empty_nd_impl = _parse_shape = None
 
-__all__ = ["c_view", "c_row", "c_head", "permuted", "empty_c", "scalars_at", "reshaped",
-           "empty_expr", "zero_d", "ws_take", "ws_add", "ws_reserve", "ws_carve", "float_to_int",
-           "WORKSPACE_TOO_BIG", "WORKSPACE_ALIGN"]
+__all__ = ["RuntimeBroadcast", "c_view", "c_row", "c_head", "permuted", "empty_c", "scalars_at",
+           "reshaped", "empty_expr", "zero_d", "ws_take", "ws_add", "ws_reserve", "ws_carve",
+           "float_to_int", "WORKSPACE_TOO_BIG", "WORKSPACE_ALIGN"]
 
 WORKSPACE_ALIGN = 64  # bytes: every array carved from a workspace starts on a cache line
+
+
+class RuntimeBroadcast(Exception):
+    """Raised by a specialized program (ProgramSource.specialized) when an input's length-1 dim
+    broadcasts at run time, or mismatches, or a storage slot shared on that assumption has
+    another size: the general program handles the call instead (and raises numpy's error when
+    the shapes are incompatible)."""
 
 
 @intrinsic
 def c_view(typingctx, arr, shape):
     """`arr.reshape(shape)` for a C-contiguous `arr` (`shape`: an integer or a tuple of
-    integers): the same data with new shape and C strides; only the size is checked (the
-    codegen guarantees it). Arrays numba does not type as 'C' take numba's reshape."""
+    integers): the same data with new shape and C strides; only the size is checked: the
+    memory plan of a specialized program shares storage between sizes its checks take to be
+    equal, so another size raises RuntimeBroadcast (the general program, whose plan shares
+    equal sizes only, then runs). Arrays numba does not type as 'C' take numba's reshape."""
     if not isinstance(arr, types.Array):
         return None
     if isinstance(shape, types.Integer):
@@ -66,7 +75,7 @@ def c_view(typingctx, arr, shape):
             old_size = builder.mul(old_size, d)
         with cgutils.if_unlikely(builder, builder.icmp_signed("!=", size, old_size)):
             context.call_conv.return_user_exc(
-                builder, ValueError, ("a program's view of an array changes its size",))
+                builder, RuntimeBroadcast, ("a program's view of an array changes its size",))
         out = context.make_array(ret)(context, builder)
         context.populate_array(out, data=src.data,
                                shape=cgutils.pack_array(builder, dims, ty=intp),

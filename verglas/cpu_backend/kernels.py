@@ -18,8 +18,8 @@ import numpy as np
 
 from verglas.cpu_backend.dtypes import cast_expr, half_round, storage_dtype
 from verglas.cpu_backend.dtypes import literal as source_literal
-from verglas.cpu_backend.intrinsics import (c_head, c_row, c_view, empty_c, empty_expr,
-                                            float_to_int, permuted, prefer_wide_vectors,
+from verglas.cpu_backend.intrinsics import (RuntimeBroadcast, c_head, c_row, c_view, empty_c,
+                                            empty_expr, float_to_int, permuted, prefer_wide_vectors,
                                             reshaped, scalars_at, ws_add, ws_carve, ws_reserve,
                                             ws_take)
 from verglas.cpu_backend.vmath import FASTMATH, VMATH
@@ -33,12 +33,6 @@ from verglas import source
 
 __all__ = ["RuntimeBroadcast", "EmitContext", "KernelContext", "emit", "scalar_impl", "literal",
            "register_helper", "helper_ref", "resolve_helper", "HELPER_REFS"]
-
-class RuntimeBroadcast(Exception):
-    """Raised by a specialized program (ProgramSource.specialized) when an input's length-1 dim
-    broadcasts at run time, or mismatches: the general program handles the call instead (and
-    raises numpy's error when the shapes are incompatible)."""
-
 
 HELPER_REFS: dict = {}  # name -> module-level jitted helper used by generated code
 _SCALAR_REFS: dict = {}  # id(jitted scalar impl) -> ("scalar", op name, dtype)

@@ -15,7 +15,7 @@ from verglas.schedule.program import Buffer, Program, Step
 from verglas.schedule.repeats import repeats
 from verglas.schedule.rowgroups import row_groups
 from verglas.schedule.shapes import ShapeTable
-from verglas.schedule.variants import adopted_steps, broadcast_checks
+from verglas.schedule.variants import adopted_steps, broadcast_checks, specialized_sizes
 
 __all__ = ["lower"]
 
@@ -93,15 +93,23 @@ def lower(graph, input_names=(), _cache=None, loop_body: bool = False) -> Progra
                  and b.id not in local
                  else _replace(b, view_of=b.view_of if b.view_of is not None else b.id)
                  for b in buffers]
+    fused = grouped | {k for pair in maps for k in pair}
+    # the general variant plans with the symbolic sizes; the specialized one also shares a
+    # slot between sizes its checks take to be equal (variants.py)
     slots, specs = plan_memory(plannable, steps, live, shapes.size_of)
-    runs = repeats(steps, buffers, outputs, slots, shapes,
-                   grouped | {k for pair in maps for k in pair})
+    general = (tuple(slots), tuple(specs), tuple(repeats(steps, buffers, outputs, slots, shapes,
+                                                         fused)))
+    checks = broadcast_checks(steps, shapes)
+    slots, specs = plan_memory(plannable, steps, live,
+                               specialized_sizes(steps, shapes, checks, len(buffers)))
+    runs = repeats(steps, buffers, outputs, slots, shapes, fused)
     in_runs = {k for r in runs for k in range(r.first, r.last_step + 1)}
     return Program(graph, tuple(buffers), tuple(steps), inputs, outputs, shapes, tuple(live),
                    tuple(slots), tuple(specs), tuple(input_names), tuple(groups), tuple(runs),
-                   "specialized", broadcast_checks(steps, shapes),
+                   "specialized", checks,
                    adopted_steps(steps, buffers, () if loop_body else outputs, live, slots,
-                                 in_runs), maps)
+                                 in_runs), maps,
+                   general if general[:2] != (tuple(slots), tuple(specs)) else ())
 
 
 def element_reads(nodes, outputs) -> dict:

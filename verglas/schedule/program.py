@@ -98,6 +98,9 @@ class Program:
     adopted: frozenset = frozenset()  # SumToShape steps whose result is their input's array
     # (reduction step, elementwise step): the reduction computes it in its loop (reduce_maps.py)
     reduce_maps: tuple[tuple[int, int], ...] = ()
+    # the general variant's (slots, slot_specs, repeats) where they differ (empty: the same):
+    # the specialized plan may share a slot between sizes only its checks make equal
+    general_plan: tuple = ()
 
     def with_input_names(self, names) -> Program:
         """This Program with `names` for its inputs when printing (self when they are its own):
@@ -109,7 +112,8 @@ class Program:
 
     def general(self) -> Program:
         """The general variant: any dim may broadcast at run time (variants.py)."""
-        return replace(self, variant="general", adopted=frozenset())
+        plan = dict(zip(("slots", "slot_specs", "repeats"), self.general_plan))
+        return replace(self, variant="general", adopted=frozenset(), general_plan=(), **plan)
 
     def buffer_of(self, var) -> Buffer:
         return self.buffers[self._index[var]]

@@ -14,9 +14,10 @@ copy and no loop.
 
 from __future__ import annotations
 
+from verglas.graph.basic import Constant
 from verglas.ops.elemwise import Elemwise, SumToShape
 
-__all__ = ["broadcast_modes", "broadcast_checks", "adopted_steps"]
+__all__ = ["broadcast_modes", "broadcast_checks", "adopted_steps", "specialized_sizes"]
 
 
 def broadcast_modes(shapes, step) -> tuple:
@@ -58,6 +59,56 @@ def broadcast_checks(steps, shapes) -> tuple[int, ...]:
             if any(a is not b for a, b in zip(g, target)):
                 out.append(step.index)
     return tuple(out)
+
+
+def specialized_sizes(steps, shapes, checks, n_buffers: int):
+    """A function giving each buffer a key that is the same for buffers whose element counts
+    are equal in the specialized variant, for the memory plan: the dims a checked step takes
+    to be equal (an input's axis of unknown broadcasting and the output's; a SumToShape's
+    input and target axes) count as one length. A slot shared on that ground is checked
+    where it is reused (a call that breaks the assumption then runs the general variant,
+    which plans with the symbolic sizes alone)."""
+    parent: dict = {}
+
+    def find(d):
+        while d in parent:
+            d = parent[d]
+        return d
+
+    def union(a, b):
+        a, b = find(a), find(b)
+        if a is not b and not isinstance(b, Constant):
+            parent[b] = a
+        elif a is not b and not isinstance(a, Constant):
+            parent[a] = b
+
+    checked = set(checks)
+    for step in steps:
+        if step.index not in checked:
+            continue
+        if isinstance(step.node.op, Elemwise):
+            out_dims = shapes.dims_of(step.outputs[0])
+            for bid, mode in zip(step.inputs, broadcast_modes(shapes, step)):
+                if mode == "scalar":
+                    continue
+                for k, (m, d) in enumerate(zip(mode, shapes.dims_of(bid))):
+                    if m == "unknown":
+                        union(d, out_dims[k])
+        else:  # a SumToShape
+            for d, t in zip(shapes.dims_of(step.inputs[0]), shapes.dims_of(step.outputs[0])):
+                union(d, t)
+    by_dims: dict = {}  # (static product, the dims' classes) -> a size variable of that kind
+    for b in range(n_buffers):
+        static, classes = 1, []
+        for d in shapes.dims_of(b):
+            if isinstance(d, Constant):
+                static *= int(d.data)
+            else:
+                classes.append(find(d))
+        size = shapes.size_of(b)
+        first = by_dims.setdefault((static, tuple(sorted(classes, key=id))), size)
+        union(first, size)
+    return lambda b: find(shapes.size_of(b))
 
 
 def adopted_steps(steps, buffers, outputs, live, slots, excluded=frozenset()) -> frozenset:

@@ -77,7 +77,7 @@ def test_generator_is_deterministic_and_covers_the_api():
             "concatenate", "stack", "getitem", "update", "const", "ofg", "scan_map",
             "scan_acc"} <= methods
     functions = {n for n in vg.__all__ if callable(getattr(vg, n)) and n not in (
-        "Function", "asnumpy", "compile", "grad", "verify_grad", "dprint", "as_tensor",
+        "Function", "asnumpy", "compile", "load", "grad", "verify_grad", "dprint", "as_tensor",
         "constant", "scalar", "tensor", "OpFromGraph", "scan", "divide", "cast",
         "inc_subtensor", "set_subtensor", "matmul", "dot", "reshape", "transpose",
         "expand_dims", "squeeze", "broadcast_to", "concatenate", "stack", "where", "clip",

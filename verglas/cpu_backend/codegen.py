@@ -32,6 +32,9 @@ PACK_THRESHOLD = 4
 # each call a few ms.
 
 
+LARGE_FUNCTION_STEPS = 24  # steps over arrays that make a function "large" (see ProgramSource)
+
+
 class _Names(dict):
     """Buffer id -> variable name; a buffer known as a scalar is materialized on first use."""
 
@@ -82,6 +85,10 @@ class ProgramSource:
         self.functions: list[str] = []  # extra top-level functions (sub-programs)
         self._constants: dict = {}
         self.shared_ops: dict = {}  # Program.shared_kernels: ops compiled as one kernel function
+        # a function of many loops: LLVM no longer inlines the vectorized math kernels into
+        # it (measured: past ~20-40 loops, tanh called per element, 10 ns instead of 0.65):
+        # its elementwise loops that call them go to kernel functions of their own
+        self.large = False
         # (op, broadcasting, layout) -> (kernel function name, its scalar groups)
         self.shared_kernels: dict = {}
         self.jit_names: list[str] = []  # names of those functions, callees first
@@ -440,6 +447,14 @@ class StepContext(EmitContext):
 
 
 
+def _inplace_base(program, b: int):
+    """The buffer whose storage buffer `b` overwrites, through inplace results."""
+    buf = program.buffers[b]
+    while buf.takes_over is not None:
+        buf = program.buffers[buf.takes_over]
+    return buf
+
+
 class _Storage:
     """Where temporaries live: the memory plan's slots, each one array reused by later buffers
     of its dtype and size (see schedule/memory.py).
@@ -594,6 +609,8 @@ def generate(program, name: str = "program", parent: ProgramSource | None = None
     if parent is None:
         src.specialized = program.variant == "specialized"
     src.shared_ops = program.shared_kernels()  # (the scheduler's decision)
+    src.large = sum(1 for st in program.steps if st.node.outputs
+                    and st.node.outputs[0].ndim >= 1) >= LARGE_FUNCTION_STEPS
     em = src.emitter
     names = _Names(em)
     contiguous: dict[int, bool] = {}
@@ -638,11 +655,15 @@ def generate(program, name: str = "program", parent: ProgramSource | None = None
     outs = []
     seen: set[int] = set()
     for b in program.outputs:
-        buf = program.buffers[b]
-        owned = buf.kind == "temp" and buf.view_of is None and buf.takes_over is None
-        outs.append(names[b] if owned and b not in seen and b not in names.scalars
+        base = _inplace_base(program, b)
+        owned = base.kind == "temp" and base.view_of is None and (
+            base.id == b or (parent is None and program.slots
+                             and program.slots[base.id] is not None))
+        # (an output computed in place over a temporary owns that temporary's array: its slot
+        # is the output's own, allocated afresh, never the workspace's)
+        outs.append(names[b] if owned and base.id not in seen and b not in names.scalars
                     else f"{names[b]}.copy()")
-        seen.add(b)
+        seen.add(base.id)
     src.workspace, src.reserved = storage.used_workspace, storage.reserved
     if src.workspace:  # the last argument; given back with the bytes a call should have
         args.append("ws")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import verglas as vg
-from tests.cpu_backend.utils import compare_backend, expect_error, rng
+from tests.cpu_backend.utils import compare_backend, compile_pair, expect_error, rng
 from tests.helpers import random_array, with_layout
 
 
@@ -289,3 +289,27 @@ def test_a_program_stored_with_one_blas_is_not_loaded_with_the_other(tmp_path):
         out = subprocess.run([sys.executable, "-c", _BLAS_SCRIPT], env=env, text=True,
                              capture_output=True, timeout=300)
         assert out.returncode == 0, (numpy_blas, out.returncode, out.stderr[-2000:])
+
+
+def test_large_program_calls_vector_math_from_kernel_functions():
+    """Past LARGE_FUNCTION_STEPS steps over arrays, LLVM no longer inlines the vector math
+    kernels into the program function (a scalar call per element): an elementwise loop that
+    calls one (tanh here) runs in a kernel function of its own, where it is inlined; the
+    loops of plain arithmetic stay in the program."""
+    from verglas.cpu_backend.codegen import LARGE_FUNCTION_STEPS
+
+    x = vg.tensor("x", shape=(None, None), dtype="float32")
+    w = vg.tensor("w", shape=(None, None), dtype="float32")
+    h = x
+    for k in range(LARGE_FUNCTION_STEPS // 2 + 1):  # a product breaks every fusion
+        h = (h @ w) * np.float32(0.5 + k / 100)
+    out = vg.tanh(h @ w) * 2
+    fast, _ = compile_pair([x, w], [out])
+    text = fast.source()
+    body = text[text.index("\ndef program("):text.index("\n# -- what verglas")]
+    code = [line for line in body.splitlines() if not line.strip().startswith("#")]
+    kernels = text[:text.index("\ndef program(")]
+    assert not any("tanh" in line for line in code) and "tanh" in kernels
+    g = rng(11)
+    compare_backend([x, w], [out], [g.normal(size=(5, 4)).astype("float32"),
+                                    (g.normal(size=(4, 4)) * 0.5).astype("float32")])

@@ -513,6 +513,18 @@ def test_complex_exp_is_c99s_cexp():
 
 
 # -- loops ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+def test_complex_expm1_is_numpys(dtype):
+    """Seed 5582: complex64 expm1 was computed in float64, where numpy's float32 exp
+    overflows (89 + 1e-3j: numpy inf + inf j); and exp(z) - 1 lost a small z's digits."""
+    x = t("x", (None,), dtype)
+    v = np.array([1e-10 + 0j, 1e-10 + 1e-9j, 89.0 + 1e-3j, 100 + 0.5j, -1 + 2j, 0j,
+                  -0.0 + 0j, np.inf + 0j, 3 - 1e-20j, -np.inf + 1j], dtype)
+    with np.errstate(all="ignore"):
+        want = np.expm1(v)
+    same(run([x], vg.expm1(x), [v]), want, rtol=2e-6 if dtype == "complex64" else 1e-14)
+
+
 def test_save_mem_leaves_a_statically_sliced_trace_alone():
     """scan_save_mem replaced `trace[1:]` (static length 2) by the kept entries' `[1:]` (static
     length 1), a type the graph refused (seed 165): where a slice's static length would

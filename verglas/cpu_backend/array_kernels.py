@@ -370,11 +370,10 @@ def _emit_matmul(op, ctx) -> None:
     if blas and nbatch and vb.ndim == 2 and layouts[0] == "C":
         # (..., M, K) @ (K, N) with a C-contiguous `a`: one gemm over all its rows, as numpy
         rows = " * ".join(f"{a}.shape[{k}]" for k in range(va.ndim - 1))
-        flat = f"({rows}, {a}.shape[{va.ndim - 1}])"
-        ctx.line(f"{fn}({a}.reshape({flat}), {b}, {out}.reshape(({rows}, {dims[-1]})))"
-                 if layouts[1] != "A" else
-                 f"{fn}({a}.reshape({flat}), np.ascontiguousarray({b}), "
-                 f"{out}.reshape(({rows}, {dims[-1]})))")
+        flat_a = reshaped(ctx, a, f"({rows}, {a}.shape[{va.ndim - 1}])")
+        flat_out = reshaped(ctx, out, f"({rows}, {dims[-1]})")
+        right = b if layouts[1] != "A" else f"np.ascontiguousarray({b})"
+        ctx.line(f"{fn}({flat_a}, {right}, {flat_out})")
         _round_half(ctx, out, out_dtype)
         return
     for j in range(nbatch):

@@ -10,7 +10,7 @@ vectorizes.
 from __future__ import annotations
 
 from verglas.cpu_backend.dtypes import cast_expr
-from verglas.cpu_backend.intrinsics import empty_expr
+from verglas.cpu_backend.intrinsics import empty_expr, reshaped
 from verglas.cpu_backend.kernels import HELPER_REFS, _elemwise_body, literal
 from verglas.cpu_backend.parallel_for import call_on_pool, parallel_range
 from verglas.cpu_backend.reduce_kernels import (_combine, _identity, order_result, order_update,
@@ -261,8 +261,10 @@ def _as_rows(contexts, group, rows: str) -> dict:
             lead = rows if mode == "full" or mode[0] == "full" else "1"
             name = names[b]
             view = ctx.fresh("rw")
-            ctx.line(f"{view} = np.ascontiguousarray({name}).reshape("
-                     f"({lead}, {name}.shape[{var.ndim - 1}]))")
+            # (a C-contiguous array: a c_view, a few IR statements; numba's reshape costs
+            # hundreds, and compile time follows them)
+            src = name if ctx.layout(i) == "C" else f"np.ascontiguousarray({name})"
+            ctx.line(f"{view} = {reshaped(ctx, src, f'({lead}, {name}.shape[{var.ndim - 1}])')}")
             renamed[b] = name
             names[b] = view
     return renamed
@@ -279,6 +281,6 @@ def _alloc_rows(ctx, j: int, dims: list[str], rows_shape: str, renamed: dict) ->
     else:
         name = ctx.alloc(j, f"({', '.join(dims)}, )")
     view = ctx.fresh("rw")
-    ctx.line(f"{view} = np.ascontiguousarray({name}).reshape({rows_shape})")
+    ctx.line(f"{view} = {reshaped(ctx, name, rows_shape)}")  # (allocated C-contiguous)
     renamed[ctx.step.outputs[j]] = name
     ctx.rename_out(j, view)

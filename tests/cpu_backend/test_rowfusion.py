@@ -162,3 +162,11 @@ def test_nd_rows_are_one_group():
     text = str(fast.program)
     assert "one loop over x.shape[0] * x.shape[1] rows" in text
     assert len(fast.program.groups) == 1 and len(fast.program.groups[0].steps) >= 4
+    # layernorm: the mean's count (x.shape[2] as a float) is computed first, so both sums
+    # are in one group (it used to split the group: the first mean ran alone)
+    m = vg.mean(x, axis=-1, keepdims=True)
+    d = x - m
+    ln = d / vg.sqrt(vg.mean(d * d, axis=-1, keepdims=True) + np.float32(1e-5))
+    fast, _ = compile_pair([x], [ln])
+    (group,) = fast.program.groups
+    assert sum(type(s.node.op).__name__ == "Sum" for s in group.steps) == 2

@@ -34,7 +34,7 @@ def lower(graph, input_names=(), _cache=None, loop_body: bool = False) -> Progra
         return index[var]
 
     inputs = tuple(add(v, "input") for v in graph.inputs)
-    order = graph.toposort()
+    order = _shapes_first(graph.toposort(), graph.inputs)
     reads = element_reads(order, graph.outputs)
     steps = []
     for node in order:
@@ -110,6 +110,28 @@ def lower(graph, input_names=(), _cache=None, loop_body: bool = False) -> Progra
                    adopted_steps(steps, buffers, () if loop_body else outputs, live, slots,
                                  in_runs), maps,
                    general if general[:2] != (tuple(slots), tuple(specs)) else ())
+
+
+def _shapes_first(order, inputs) -> list:
+    """`order` with the one-element steps computed from the inputs' shapes alone (a mean's
+    count: `x.shape[2]` cast to float, broadcast to (1, 1, 1)) moved to the front, in their
+    order: between two steps over rows they would split a row group (layernorm's first mean
+    ran alone). Steps that read an input's value stay where they are (a repeat's blocks
+    read their own scalars)."""
+    inputs = set(inputs)
+    hoisted: set = set()
+    first, rest = [], []
+    for node in order:
+        op = node.op
+        if (node.outputs and op.inner_graph is None and not op.destroy_map
+                and all(all(d == 1 for d in o.type.shape) for o in node.outputs)
+                and all(isinstance(v, Constant) or v in hoisted
+                        or (op.reads_shape_only and v in inputs) for v in node.inputs)):
+            first.append(node)
+            hoisted.update(node.outputs)
+        else:
+            rest.append(node)
+    return first + rest
 
 
 def element_reads(nodes, outputs) -> dict:

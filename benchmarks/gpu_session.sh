@@ -3,13 +3,13 @@
 # carried in .whl/, say what the machine has, run tests/gpu, the CUDA benchmark suite and the
 # fuzzer on the device. Logs and records land in $OUT (default /tmp/verglas-gpu); each stage has
 # its own time limit so that one hang leaves the others their time.
-#   bash benchmarks/gpu_session.sh [tests-s bench-s inner-s fuzz-s fuzz-programs]
+#   bash benchmarks/gpu_session.sh [tests-s bench-s inner-s fuzz-s fuzz-programs models-s]
 # (a limit of 0 skips its stage)
 set -u
 OUT=${OUT:-/tmp/verglas-gpu}
 mkdir -p "$OUT"
 LOG="$OUT/run.log"
-T_TESTS=${1:-130} T_BENCH=${2:-150} T_INNER=${3:-40} T_FUZZ=${4:-60} PROGRAMS=${5:-1000}
+T_TESTS=${1:-130} T_BENCH=${2:-150} T_INNER=${3:-40} T_FUZZ=${4:-60} PROGRAMS=${5:-1000} T_MODELS=${6:-90}
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD" XLA_PYTHON_CLIENT_PREALLOCATE=false
 PY=${PY:-python3}
 say() { echo "=== $* ($(date -u +%T))" | tee -a "$LOG"; }
@@ -58,6 +58,14 @@ if [ "$T_INNER" -gt 0 ]; then
   timeout "$T_INNER" $PY -m benchmarks --device cuda --repeat 3 --json --name cuda-inner \
     --programs scan_rnn,ofg_layers,ofg_inlined >>"$LOG" 2>&1
   say "inner exit $?"
+  copy_records
+fi
+
+if [ "$T_MODELS" -gt 0 ]; then
+  say "model programs (limit ${T_MODELS}s)"
+  timeout "$T_MODELS" $PY -m benchmarks --device cuda --repeat 5 --json --name cuda-models \
+    --programs models >>"$LOG" 2>&1
+  say "models exit $?"
   copy_records
 fi
 

@@ -308,10 +308,17 @@ HELPERS = {
     return complex(re, im)
 ''',
     "complex_log1p": '''def complex_log1p(z):
-    """numpy's log1p of a complex number: log|1 + z| by hypot, the angle by atan2."""
+    """numpy's log1p of a complex number: log|1 + z| by hypot (inf where |1 + z| overflows),
+    the angle by atan2. libdevice's hypot(DBL_MAX, 1.9) is inf on a real GPU, one ulp high:
+    such a hypot is taken again of the halved parts."""
     re = np.float64(z.real) + 1.0
     im = np.float64(z.imag)
-    return complex(math.log(math.hypot(re, im)), math.atan2(im, re))
+    h = math.hypot(re, im)
+    if h == math.inf and abs(re) != math.inf and abs(im) != math.inf:
+        half = math.hypot(0.5 * re, 0.5 * im)
+        if half <= 8.988465674311582e307:  # (DBL_MAX / 2 and two ulps: |1 + z| is finite)
+            return complex(math.log(half) + 0.6931471805599453, math.atan2(im, re))
+    return complex(math.log(h), math.atan2(im, re))
 ''',
     "complex_pow": '''def complex_pow(x, y):
     """numpy's complex power: 1 for a zero exponent, 0 or NaN for a zero base, products for

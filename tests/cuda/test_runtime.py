@@ -140,6 +140,7 @@ def _runner(monkeypatch, max_graphs, max_bytes):
     r.use_graphs, r.capture_error = True, None
     r._graphs, r._seen, r._graphs_lock = {}, {}, threading.Lock()
     r.MAX_GRAPHS, r.MAX_GRAPH_BYTES = max_graphs, max_bytes
+    r._graph_bytes = 1 << 20
     return r
 
 
@@ -154,3 +155,39 @@ def test_graphs_are_kept_least_recently_used_first_within_a_count_and_bytes(monk
         big([x])
     big([c]), big([c])  # + 240 bytes > 300: the oldest go, the newest stays
     assert [k[0][0] for k in big._graphs] == [(30,)]
+
+
+def test_large_calls_run_eagerly_where_a_replay_would_copy_more_than_it_saves(monkeypatch):
+    """A replay copies inputs in and outputs out: for ew_chain on 1e8 float32 that was 4x the
+    kernel's own time on an H100. Past the byte budget a signature is never captured."""
+    r = _runner(monkeypatch, max_graphs=8, max_bytes=1 << 30)
+    small, large = np.zeros(1000), np.zeros(100_000)  # 8 KB, 800 KB (+ 8 bytes out)
+    r._graph_bytes = 100_000
+    assert [r([small])[0] for _ in range(3)] == ["eager", "replayed", "replayed"]
+    assert [r([large])[0] for _ in range(3)] == ["eager", "eager", "eager"]
+    assert [k[0][0] for k in r._graphs] == [(1000,)]
+
+
+class _DeviceArray:
+    """cupy.empty's result for `upload`: its shape, and what `set` copied into it."""
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype, self.value = shape, np.dtype(dtype), None
+
+    def set(self, host):
+        assert host.shape == self.shape and host.flags.c_contiguous
+        self.value = host.copy()
+
+
+@pytest.mark.parametrize("value", [np.float64(-0.0), np.array(2.5), np.arange(6.0)[::-2],
+                                   np.zeros((0, 3))])
+def test_upload_keeps_the_shape_and_every_bit(value):
+    """A 0-d host value stays 0-d on the device (np.ascontiguousarray made it (1,): shape
+    mismatches on the first GPU run of 2026-11-27's code), strided ones arrive contiguous."""
+    launcher = runtime.CupyLauncher.__new__(runtime.CupyLauncher)
+    launcher.xp = types.SimpleNamespace(empty=_DeviceArray)
+    out = launcher.upload(value)
+    assert out.shape == np.shape(value) and out.dtype == np.asarray(value).dtype
+    if np.size(value):
+        np.testing.assert_array_equal(out.value, value)
+        assert np.signbit(out.value).tolist() == np.signbit(value).tolist()

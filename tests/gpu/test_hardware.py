@@ -133,3 +133,19 @@ def test_fuzzer_seeds_found_on_the_first_gpu_run(seed):
     np.seterr(all="ignore")
     outcome = check(generate(seed, small=True), CONFIGS["cuda_gpu"])
     assert outcome.ok, (outcome.signature, outcome.detail[:2000])
+
+
+def test_large_calls_are_not_replayed_as_graphs():
+    """A replay copies inputs and outputs through the graph's own buffers: ew_chain on 1e8
+    float32 took 1.18 ms replayed, 4x its kernel. Large signatures run eagerly; small ones
+    are still captured."""
+    import cupy
+
+    x, = symbolic_inputs([np.zeros(4, "float32")])
+    f = vg.compile([x], vg.exp(vg.sin(x)) * 2, device="cuda")
+    runner = f._runner
+    small, large = cupy.ones(1000, "float32"), cupy.ones(4 << 20, "float32")  # 16 MB each way
+    for _ in range(3):
+        f(small), f(large)
+    assert [k[0][0] for k in runner._graphs] == [(1000,)]
+    np.testing.assert_allclose(vg.asnumpy(f(large))[:3], np.exp(np.sin(1.0)) * 2, rtol=1e-6)

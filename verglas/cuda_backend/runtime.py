@@ -14,7 +14,8 @@ index-error flags.
   cached on disk), loaded with cupy (`cupy.cuda.function.Module`) and launched with flat
   argument tuples in numba's array ABI: no numba dispatcher on the launch path. Buffers come
   from cupy's memory pool, matmul is cuBLAS through cupy. A call with a shape signature seen
-  before is captured once as a CUDA graph and replayed (`CapturedCall`).
+  before is captured once as a CUDA graph and replayed (`CapturedCall`), where its inputs and
+  outputs are small enough that copying them costs less than the launches saved.
 """
 
 from __future__ import annotations
@@ -291,8 +292,8 @@ class CupyLauncher(Launcher):
     def upload(self, value):
         """A device copy of host `value`, bit for bit. (cupy.array of a 0-d array fills the
         result with its value, and fills a zero with a memset: -0.0 arrived as 0.0, seen on a
-        real GPU.)"""
-        host = np.ascontiguousarray(value)
+        real GPU. np.ascontiguousarray would make a 0-d value 1-d.)"""
+        host = np.asarray(value, order="C")
         out = self.xp.empty(host.shape, host.dtype)
         if host.size:
             out.set(host)
@@ -382,6 +383,11 @@ class CUDARunner(Runner):
     # the device memory the graphs of one Function may hold (their buffers stay allocated)
     MAX_GRAPH_BYTES = int(os.environ.get("VERGLAS_CUDA_GRAPH_BYTES", 1 << 30))
     MAX_SEEN = 256
+    # A replay copies the inputs into the graph's buffers and the outputs out of them: worth
+    # it while those bytes (in + out) cost less than the launches the graph saves. An H100
+    # copies ~2.9 TB/s and a launch from Python costs ~8 us, so ~12 MB per step break even;
+    # 4 MB leans toward eager calls (ew_chain, 1e8 float32: 1.18 ms replayed, 4x one pass).
+    GRAPH_BYTES_PER_STEP = int(os.environ.get("VERGLAS_CUDA_GRAPH_BYTES_PER_STEP", 4 << 20))
 
     def __init__(self, program, generated, launcher):
         self.program = program
@@ -390,7 +396,8 @@ class CUDARunner(Runner):
         self.fn, self.constants = _host_function(generated, launcher, f"{id(program):x}")
         self.use_graphs = launcher.supports_graphs and generated.capturable
         self._graphs: dict = {}  # signature -> CapturedCall, least recently used first
-        self._seen: dict = {}
+        self._seen: dict = {}  # signature -> bytes in + out of its eager call
+        self._graph_bytes = self.GRAPH_BYTES_PER_STEP * max(1, len(program.steps))
         self._graphs_lock = threading.Lock()
         self.capture_error: str | None = None  # why a capture failed (graphs then off)
 
@@ -452,7 +459,7 @@ class CUDARunner(Runner):
                 call = self._graphs.pop(key, None)
                 if call is not None:
                     self._graphs[key] = call  # the most recently used now
-                elif self._seen.get(key, 0) >= 1:
+                elif self._seen.get(key, math.inf) <= self._graph_bytes:
                     try:
                         call = self._graphs[key] = CapturedCall(self, inputs)
                         self._evict()
@@ -465,14 +472,16 @@ class CUDARunner(Runner):
                         # says why
                         L.take_pending()
                         self.use_graphs, self.capture_error = False, repr(exc)
-                if len(self._seen) >= self.MAX_SEEN:  # signatures seen once: forget them
-                    self._seen.clear()
-                self._seen[key] = self._seen.get(key, 0) + 1
             if call is not None:
                 return call.replay(inputs)
         L.begin_call()
         outputs = self.fn(L, *inputs, *self.constants)
         L.check_errors(L.take_pending())
+        if self.use_graphs and key not in self._seen:
+            with self._graphs_lock:
+                if len(self._seen) >= self.MAX_SEEN:  # signatures seen once: forget them
+                    self._seen.clear()
+                self._seen[key] = sum(getattr(a, "nbytes", 0) for a in (*inputs, *outputs))
         return list(outputs)
 
 

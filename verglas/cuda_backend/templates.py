@@ -292,6 +292,11 @@ def REDUCERS(kind: str, in_dtype: str, out_dtype: str) -> Reducer:
     return Reducer(out_dtype, _extreme_identity(out_dtype, largest), comb, cast, "{a}")
 
 
+# elements a thread of a flat map or a row reduction loads before it computes on them: loads in
+# flight together (one at a time, a grid-stride loop reached ~25% of an H100's bandwidth)
+UNROLL = 4
+
+
 # -- kernel sources ------------------------------------------------------------------------------
 # Operand kinds of elementwise-style kernels:
 #   ("array", dtype)      an array with the loop's shape (broadcast views have zero strides)
@@ -340,6 +345,10 @@ def map_kernel(name, sop, operands, out_dtypes, rank: int, flat: bool) -> Kernel
     outs = [kb.param("o", Arr(d, ndim, layout)) for d in out_dtypes]
     read, _ = _operand_params(kb, operands, ndim, layout)
     n = kb.param("n", Scal("int64"))
+    dtypes = [o[1] for o in operands]
+    if flat and UNROLL > 1:
+        _unrolled_flat_loop(kb, sop, operands, read, outs, out_dtypes, n)
+        return kb.spec()
     kb.line(f"for i in range(cuda.grid(1), {n}, cuda.gridsize(1)):")
     with kb.indent():
         if flat:
@@ -347,10 +356,40 @@ def map_kernel(name, sop, operands, out_dtypes, rank: int, flat: bool) -> Kernel
         else:
             index = ", ".join(kb.decompose("i", [f"{outs[0]}.shape[{d}]" for d in range(rank)]))
         args = [read(k, index) for k in range(len(operands))]
-        results = kb.scalar_expr(sop, args, [o[1] for o in operands], list(out_dtypes))
+        results = kb.scalar_expr(sop, args, dtypes, list(out_dtypes))
         for o, r in zip(outs, results):
             kb.line(f"{o}[{index}] = {r}")
     return kb.spec()
+
+
+def _unrolled_flat_loop(kb, sop, operands, read, outs, out_dtypes, n) -> None:
+    """The grid-stride loop of a flat map, UNROLL elements a trip (i, i + s, ...: still
+    coalesced), every load issued before any arithmetic so that they are in flight together;
+    then the remaining elements one at a time."""
+    dtypes = [o[1] for o in operands]
+    arrays = [k for k, o in enumerate(operands) if o[0] == "array"]
+    kb.line("s = cuda.gridsize(1)")
+    kb.line("i = cuda.grid(1)")
+    kb.line(f"while i + {UNROLL - 1} * s < {n}:")
+    with kb.indent():
+        lanes = ["i"] + [f"i + {j} * s" for j in range(1, UNROLL)]
+        loaded = [{k: kb.fresh("x") for k in arrays} for _ in lanes]
+        for index, names in zip(lanes, loaded):
+            for k, name in names.items():
+                kb.line(f"{name} = {read(k, index)}")
+        results = [kb.scalar_expr(sop, [names.get(k) or read(k, index)
+                                         for k in range(len(operands))], dtypes, list(out_dtypes))
+                   for index, names in zip(lanes, loaded)]
+        for index, rs in zip(lanes, results):
+            for o, r in zip(outs, rs):
+                kb.line(f"{o}[{index}] = {r}")
+        kb.line(f"i += {UNROLL} * s")
+    kb.line(f"while i < {n}:")
+    with kb.indent():
+        args = [read(k, "i") for k in range(len(operands))]
+        for o, r in zip(outs, kb.scalar_expr(sop, args, dtypes, list(out_dtypes))):
+            kb.line(f"{o}[i] = {r}")
+        kb.line("i += s")
 
 
 def copy_kernel(name, src_dtype, dst_dtype, rank: int, mode: str = "set") -> KernelSpec:
@@ -421,14 +460,26 @@ def reduce_rows_kernel(name, red: Reducer, sop, operands, in_dtype, out_dtype, n
         with kb.indent():
             kb.line(f"row = grp // {nsplit}")
             kb.line(f"col = (grp - row * {nsplit}) * {g} + lane")
+            kb.line(f"step = {nsplit} * {g}")
+            rows = kb.decompose("row", [f"{view}.shape[{d}]" for d in range(nk)], "p")
+            col_dims = [f"{view}.shape[{d}]" for d in range(nk, nk + nr)]
+
+            def fold(lanes):  # the values at columns `lanes`, then folded in order
+                values = [_reduce_value(kb, sop, operands, read,
+                                        ", ".join(rows + kb.decompose(c, col_dims, "q")),
+                                        in_dtype) for c in lanes]
+                for value in values:
+                    kb.line(f"acc = {red.combine.format(a='acc', b=red.to_acc.format(x=value))}")
+
+            if UNROLL > 1:  # (loads in flight together, as in a flat map)
+                kb.line(f"while col + {UNROLL - 1} * step < {k}:")
+                with kb.indent():
+                    fold(["col"] + [f"col + {j} * step" for j in range(1, UNROLL)])
+                    kb.line(f"col += {UNROLL} * step")
             kb.line(f"while col < {k}:")
             with kb.indent():
-                rows = kb.decompose("row", [f"{view}.shape[{d}]" for d in range(nk)], "p")
-                cols = kb.decompose("col", [f"{view}.shape[{d}]" for d in range(nk, nk + nr)],
-                                    "q")
-                value = _reduce_value(kb, sop, operands, read, ", ".join(rows + cols), in_dtype)
-                kb.line(f"acc = {red.combine.format(a='acc', b=red.to_acc.format(x=value))}")
-                kb.line(f"col += {nsplit} * {g}")
+                fold(["col"])
+                kb.line("col += step")
         kb.line("sm[tid] = acc")
         kb.line("cuda.syncthreads()")
         emit_tree(kb, red, "sm", "lane", g)

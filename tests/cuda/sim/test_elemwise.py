@@ -110,3 +110,13 @@ def test_source_shows_host_code_and_kernels():
     src = f.source()
     assert "def program(L, in0" in src and "# K0 = " in src and "cuda.grid" in src
     assert src.endswith(f._runner.text + "\n") and "launcher" in src
+
+
+@pytest.mark.parametrize("n", [0, 1, 3, 511, 512, 513, 515, 2053])
+def test_unrolled_loops_cover_every_element_once(n):
+    """Flat maps and row reductions load UNROLL elements a trip, then finish one at a time
+    (the simulator's grid is 4 blocks of 32 threads: a trip covers 512 elements)."""
+    a = random_array(RNG, "float64", (n,))  # (float32 sums in another order: 1e-5 off)
+    b = random_array(RNG, "int16", (n,))
+    compare_cuda(lambda x, y: [x * 2 + y, vg.sum(x), vg.max(y) if n else vg.sum(y),
+                               vg.sum(vg.exp(x).reshape((1, n)), axis=1)], [a, b])

@@ -170,3 +170,24 @@ def test_nd_rows_are_one_group():
     fast, _ = compile_pair([x], [ln])
     (group,) = fast.program.groups
     assert sum(type(s.node.op).__name__ == "Sum" for s in group.steps) == 2
+
+
+def test_layernorm_with_a_checked_scale_and_shift_in_the_rows():
+    """The scale and shift run in the rows' loop (their length checked before it); a gamma or
+    beta of length 1 broadcasts (the general variant), one of another length is numpy's
+    error."""
+    x = vg.tensor("x", shape=(None, None, None), dtype="float32")
+    g, b = (vg.tensor(n, shape=(None,), dtype="float32") for n in "gb")
+    m = vg.mean(x, axis=-1, keepdims=True)
+    d = x - m
+    out = d / vg.sqrt(vg.mean(d * d, axis=-1, keepdims=True) + 1e-5) * g + b
+    fast, _ = compile_pair([x, g, b], [out])
+    assert fast.program.groups[0].last == fast.program.steps[-1].index
+    r = rng(7)
+    for shape, lg, lb in [((2, 3, 5), 5, 5), ((2, 3, 5), 1, 5), ((2, 3, 5), 5, 1),
+                          ((0, 3, 5), 5, 5), ((2, 3, 1), 1, 1), ((2, 3, 1), 4, 4)]:
+        xs = r.normal(size=shape).astype("float32")
+        compare_backend([x, g, b], [out], [xs, r.normal(size=lg).astype("float32"),
+                                           r.normal(size=lb).astype("float32")])
+    expect_error([x, g, b], [out], [np.ones((2, 3, 5), "float32"), np.ones(4, "float32"),
+                                    np.ones(5, "float32")], ValueError, "broadcast")

@@ -90,3 +90,37 @@ def test_an_op_many_steps_run_is_one_shared_kernel():
     text = str(program)
     assert text.count("[kernel k0]") == list(shared.values())[0]
     assert "one kernel for the" in text
+
+
+def _layernorm(x, g, b):
+    m = vg.mean(x, axis=-1, keepdims=True)
+    d = x - m
+    return d / vg.sqrt(vg.mean(d * d, axis=-1, keepdims=True) + 1e-5) * g + b
+
+
+def test_a_checked_scale_and_shift_join_the_layernorm_rows():
+    """gamma's length is known only at run time: the specialized variant checks that nothing
+    broadcasts at the scale-and-shift step, so that step joins the row group (one pass); the
+    general variant, which broadcasts, keeps it out. The views of gamma and beta run first."""
+    x = vg.tensor("x", shape=(None, None, None), dtype="float32")
+    g, b = (vg.tensor(n, shape=(None,), dtype="float32") for n in "gb")
+    program = program_of([x, g, b], [_layernorm(x, g, b)])
+    (group,) = program.groups
+    last = program.steps[-1]
+    assert last.index in program.broadcast_checks and group.last == last.index
+    assert sum(type(s.node.op).__name__ == "Sum" for s in group.steps) == 2
+    general = program.general()
+    (group,) = general.groups
+    assert group.last < last.index
+    assert program.general().general().groups == general.groups
+
+
+def test_a_layernorm_of_a_residual_sum_is_one_group():
+    """The mean's count of `x + y` (both of run-time lengths) is computed from the inputs'
+    lengths, first, not read from the sum between its two reductions."""
+    x, y = (vg.tensor(n, shape=(None, None, None), dtype="float32") for n in "xy")
+    g, b = (vg.tensor(n, shape=(None,), dtype="float32") for n in "gb")
+    program = program_of([x, y, g, b], [_layernorm(x + y, g, b)])
+    (group,) = program.groups
+    assert sum(type(s.node.op).__name__ == "Sum" for s in group.steps) == 2
+    assert group.last == program.steps[-1].index

@@ -18,7 +18,7 @@ from verglas.cpu_backend.reduce_kernels import (_combine, _identity, order_resul
 from verglas.cpu_backend.threads import parallel_rows
 from verglas.graph.basic import Constant
 from verglas.ops.reduce import Max, Min
-from verglas.schedule.rowgroups import is_row_reduce
+from verglas.schedule.rowgroups import assumed_inputs, is_row_reduce
 
 __all__ = ["emit_row_group"]
 
@@ -69,6 +69,7 @@ def emit_row_group(group, contexts) -> None:
     plans = {}  # step index -> what the loop body emits for it
     cols_of = {}  # buffer the group writes -> its column count
     made_here = {b for s in members for b in s.outputs}  # buffers the group computes
+    checked = set(program.broadcast_checks)  # (members only in the specialized variant)
     for ctx in contexts:  # allocations and one-element inputs, before the loop
         node, step = ctx.node, ctx.step
         if is_row_reduce(node):
@@ -113,6 +114,8 @@ def emit_row_group(group, contexts) -> None:
             cols = next(f"{ctx.inp(i)}.shape[1]" if step.inputs[i] not in local
                         else cols_of[step.inputs[i]]
                         for i, mode in arrays.items() if mode[1] == "full")
+        if step.index in checked:
+            _check_assumed(ctx, arrays, cols, cols_of, lead, renamed)
         for j, b in enumerate(step.outputs):
             cols_of[b] = cols
             taken = program.buffers[b].takes_over
@@ -231,6 +234,24 @@ def emit_row_group(group, contexts) -> None:
         work = f"{rows} * {cols}"
         call_on_pool(ctx0.src, em, scratch_lines, loop, rows, work)
     ctx0._names.update(renamed)  # later steps see the (rows..., C) arrays again
+
+
+def _check_assumed(ctx, arrays, cols, cols_of, lead, renamed) -> None:
+    """A checked step in a group (the specialized variant took its run-time broadcasting to
+    be absent): every array it reads over columns has the step's column count, and every
+    one over rows the group's leading lengths; RuntimeBroadcast (the general variant runs)
+    otherwise. Checked before the loop: a shorter array would be read past its end."""
+    step = ctx.step
+    unknown = {i for i in assumed_inputs(ctx.program.shapes, step)}
+    pairs = []
+    for i, mode in arrays.items():
+        b = step.inputs[i]
+        if mode[1] == "full":
+            pairs.append((cols_of[b] if b in cols_of else f"{ctx.inp(i)}.shape[1]", cols))
+        if i in unknown and mode[0] == "full" and b not in cols_of:
+            name = renamed.get(b, ctx.inp(i))
+            pairs += [(f"{name}.shape[{a}]", length) for a, length in enumerate(lead)]
+    ctx.check_equal([(a, b) for a, b in pairs if a != b], "RuntimeBroadcast", str(step.node.op))
 
 
 def _leading_lengths(first, group) -> list[str]:

@@ -344,10 +344,21 @@ def shape_i_from_dims(fgraph, node):
     dim = dims_of(fgraph, x)[node.op.i]
     if isinstance(dim, tuple) and dim[0] == "of" and dim[1] is x:
         return None
-    if isinstance(dim, tuple) and dim[0] == "bcast" and not _read_for_shape_only(fgraph, x):
+    if isinstance(dim, tuple) and dim[0] == "bcast" and not _read_for_shape_only(fgraph, x) \
+            and not _used_as_a_value(fgraph, node.outputs[0]):
         return None  # x is computed anyway: its length is known where it is (no new check)
     new = _dim_variable(fgraph, dim)
     return None if new is None else first(same_as(node.outputs[0], new))
+
+
+def _used_as_a_value(fgraph, length) -> bool:
+    """Whether only arithmetic reads `length` (a mean's count): computed from the inputs'
+    lengths, it no longer waits for the array, which would split the rows of a layernorm of
+    a sum between its two reductions. (A length that shapes another array stays read where
+    it is: the code generator proves those equal.)"""
+    clients = fgraph.clients.get(length, ())
+    return bool(clients) and all(c != "output" and isinstance(c.op, Elemwise)
+                                 for c, _ in clients)
 
 
 def _read_for_shape_only(fgraph, x) -> bool:

@@ -74,15 +74,36 @@ def lower(graph, input_names=(), _cache=None, loop_body: bool = False) -> Progra
     buffers = [b if b.id not in out_set else _replace(b, is_output=True) for b in buffers]
 
     shapes = ShapeTable(graph, [b.var for b in buffers], input_names)
-    groups = row_groups(steps, buffers, outputs, shapes)
-    grouped = {s.index for g in groups for s in g.steps}
-    maps = reduce_maps(steps, outputs, shapes, grouped)
+    checks = broadcast_checks(steps, shapes)
     base_of = list(range(len(buffers)))
     for b in buffers:
         if b.view_of is not None:
             base_of[b.id] = base_of[b.view_of]
         elif b.takes_over is not None:
             base_of[b.id] = base_of[b.takes_over]
+    # the general variant: any dim may broadcast at run time, planned with the symbolic sizes;
+    # the specialized one: its checked steps may join row groups, and a slot may be shared
+    # between sizes its checks take to be equal (variants.py)
+    general = _arrange(steps, buffers, outputs, shapes, base_of, frozenset(), shapes.size_of)
+    plan = _arrange(steps, buffers, outputs, shapes, base_of, frozenset(checks),
+                    specialized_sizes(steps, shapes, checks, len(buffers)))
+    in_runs = {k for r in plan["repeats"] for k in range(r.first, r.last_step + 1)}
+    adopted = adopted_steps(steps, buffers, () if loop_body else outputs, plan["live"],
+                            plan["slots"], in_runs)
+    return Program(graph, tuple(buffers), tuple(steps), inputs, outputs, shapes,
+                   input_names=tuple(input_names), variant="specialized",
+                   broadcast_checks=checks, adopted=adopted,
+                   general_plan=tuple((k, v) for k, v in general.items() if v != plan[k]),
+                   **plan)
+
+
+def _arrange(steps, buffers, outputs, shapes, base_of, assumed, size_of) -> dict:
+    """What runs together and where it is stored, for one variant: row groups (`assumed`:
+    the steps whose broadcasting is checked at run time), fused maps, liveness, the memory
+    plan by `size_of` and the repeats: the Program's fields of those names."""
+    groups = row_groups(steps, buffers, outputs, shapes, assumed)
+    grouped = {s.index for g in groups for s in g.steps}
+    maps = reduce_maps(steps, outputs, shapes, grouped)
     spans = [(g.buffers(), g.last) for g in groups] + [
         ({*steps[p].inputs, *steps[r].inputs, *steps[r].outputs}, r) for r, p in maps]
     live = liveness(len(buffers), steps, outputs, base_of, spans)
@@ -94,39 +115,34 @@ def lower(graph, input_names=(), _cache=None, loop_body: bool = False) -> Progra
                  else _replace(b, view_of=b.view_of if b.view_of is not None else b.id)
                  for b in buffers]
     fused = grouped | {k for pair in maps for k in pair}
-    # the general variant plans with the symbolic sizes; the specialized one also shares a
-    # slot between sizes its checks take to be equal (variants.py)
-    slots, specs = plan_memory(plannable, steps, live, shapes.size_of)
-    general = (tuple(slots), tuple(specs), tuple(repeats(steps, buffers, outputs, slots, shapes,
-                                                         fused)))
-    checks = broadcast_checks(steps, shapes)
-    slots, specs = plan_memory(plannable, steps, live,
-                               specialized_sizes(steps, shapes, checks, len(buffers)))
-    runs = repeats(steps, buffers, outputs, slots, shapes, fused)
-    in_runs = {k for r in runs for k in range(r.first, r.last_step + 1)}
-    return Program(graph, tuple(buffers), tuple(steps), inputs, outputs, shapes, tuple(live),
-                   tuple(slots), tuple(specs), tuple(input_names), tuple(groups), tuple(runs),
-                   "specialized", checks,
-                   adopted_steps(steps, buffers, () if loop_body else outputs, live, slots,
-                                 in_runs), maps,
-                   general if general[:2] != (tuple(slots), tuple(specs)) else ())
+    slots, specs = plan_memory(plannable, steps, live, size_of)
+    return {"groups": tuple(groups), "reduce_maps": maps, "live": tuple(live),
+            "slots": tuple(slots), "slot_specs": tuple(specs),
+            "repeats": tuple(repeats(steps, buffers, outputs, slots, shapes, fused))}
 
 
 def _shapes_first(order, inputs) -> list:
     """`order` with the one-element steps computed from the inputs' shapes alone (a mean's
-    count: `x.shape[2]` cast to float, broadcast to (1, 1, 1)) moved to the front, in their
-    order: between two steps over rows they would split a row group (layernorm's first mean
-    ran alone). Steps that read an input's value stay where they are (a repeat's blocks
-    read their own scalars)."""
+    count: `x.shape[2]` cast to float, broadcast to (1, 1, 1)) and the views of inputs
+    (layernorm's gamma as (1, 1, C)) moved to the front, in their order: between two steps
+    over rows they would split a row group (layernorm's first mean ran alone, its scale and
+    shift after it). Steps that read an input's value, and views of one element, stay where
+    they are (a repeat's blocks read their own scalars)."""
     inputs = set(inputs)
     hoisted: set = set()
     first, rest = [], []
     for node in order:
         op = node.op
-        if (node.outputs and op.inner_graph is None and not op.destroy_map
-                and all(all(d == 1 for d in o.type.shape) for o in node.outputs)
-                and all(isinstance(v, Constant) or v in hoisted
-                        or (op.reads_shape_only and v in inputs) for v in node.inputs)):
+        if not node.outputs or op.inner_graph is not None or op.destroy_map:
+            rest.append(node)
+            continue
+        one_element = all(all(d == 1 for d in o.type.shape) for o in node.outputs)
+        if ((one_element and all(isinstance(v, Constant) or v in hoisted
+                                 or (op.reads_shape_only and v in inputs)
+                                 for v in node.inputs))
+                or (op.view_map and not one_element
+                    and all(v in inputs or v in hoisted or isinstance(v, Constant)
+                            for v in node.inputs))):
             first.append(node)
             hoisted.update(node.outputs)
         else:

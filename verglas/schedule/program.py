@@ -98,8 +98,10 @@ class Program:
     adopted: frozenset = frozenset()  # SumToShape steps whose result is their input's array
     # (reduction step, elementwise step): the reduction computes it in its loop (reduce_maps.py)
     reduce_maps: tuple[tuple[int, int], ...] = ()
-    # the general variant's (slots, slot_specs, repeats) where they differ (empty: the same):
-    # the specialized plan may share a slot between sizes only its checks make equal
+    # the general variant's ((field, value), ...) where they differ (empty: the same): the
+    # specialized variant's row groups may hold checked steps, and its plan share a slot
+    # between sizes only its checks make equal (lower.py: groups, reduce_maps, live, slots,
+    # slot_specs, repeats)
     general_plan: tuple = ()
 
     def with_input_names(self, names) -> Program:
@@ -112,8 +114,8 @@ class Program:
 
     def general(self) -> Program:
         """The general variant: any dim may broadcast at run time (variants.py)."""
-        plan = dict(zip(("slots", "slot_specs", "repeats"), self.general_plan))
-        return replace(self, variant="general", adopted=frozenset(), general_plan=(), **plan)
+        return replace(self, variant="general", adopted=frozenset(), general_plan=(),
+                       **dict(self.general_plan))
 
     def buffer_of(self, var) -> Buffer:
         return self.buffers[self._index[var]]

@@ -30,7 +30,7 @@ from verglas.ops.elemwise import Elemwise
 from verglas.ops.reduce import Max, Min, Sum
 from verglas.schedule.variants import broadcast_modes
 
-__all__ = ["RowGroup", "row_groups", "row_modes", "is_row_reduce"]
+__all__ = ["RowGroup", "row_groups", "row_modes", "assumed_inputs", "is_row_reduce"]
 
 _REDUCES = (Sum, Max, Min)
 
@@ -89,10 +89,12 @@ def _same_rows(a, b) -> bool:
         and all(x is y for x, y in zip(a, b))
 
 
-def row_modes(shapes, step) -> tuple | None:
+def row_modes(shapes, step, assumed=frozenset()) -> tuple | None:
     """Per input of an Elemwise step: (rows, columns), each 'full' or 'bcast', or 'scalar';
-    None when some broadcasting is only known at run time, or the leading axes of an input
-    mix the rows' length and 1 (a (B, 1, C) input of a (B, T, C) group)."""
+    None when some broadcasting is only known at run time (unless the step is `assumed`:
+    the specialized variant checks there that nothing broadcasts, so such an axis is
+    'full'), or the leading axes of an input mix the rows' length and 1 (a (B, 1, C) input
+    of a (B, T, C) group)."""
     ndim = step.node.outputs[0].ndim
     if any(var.ndim != ndim for var in step.node.inputs):
         return None
@@ -101,43 +103,55 @@ def row_modes(shapes, step) -> tuple | None:
         if mode == "scalar":
             out.append(mode)
             continue
+        if step.index in assumed:
+            mode = tuple("full" if m == "unknown" else m for m in mode)
         if "unknown" in mode or len(set(mode[:-1])) != 1:
             return None
         out.append((mode[0], mode[-1]))
     return tuple(out)
 
 
-def _fits(shapes, step) -> bool:
+def assumed_inputs(shapes, step) -> list[int]:
+    """The inputs of an Elemwise step whose broadcasting is known only at run time."""
+    return [i for i, mode in enumerate(broadcast_modes(shapes, step))
+            if mode != "scalar" and "unknown" in mode]
+
+
+def _fits(shapes, step, assumed) -> bool:
     if is_row_reduce(step.node):
         return np.dtype(step.node.inputs[0].dtype).kind in "fiu"
-    return row_modes(shapes, step) is not None
+    return row_modes(shapes, step, assumed) is not None
 
 
-def row_groups(steps, buffers, outputs, shapes) -> list[RowGroup]:
+def row_groups(steps, buffers, outputs, shapes, assumed=frozenset()) -> list[RowGroup]:
     """The row groups of a program's `steps` (consecutive runs over one row dimension with a
-    reduction among them)."""
+    reduction among them). The steps in `assumed` have their run-time broadcasting checked
+    (the specialized variant): they join a group as if it were proven absent (layernorm's
+    scale and shift, of a length known only at run time)."""
     groups = []
     i = 0
     while i < len(steps):
         rows = _row_dims(shapes, steps[i])
         j = i
         while (j < len(steps) and _same_rows(_row_dims(shapes, steps[j]), rows)
-               and _fits(shapes, steps[j])):
+               and _fits(shapes, steps[j], assumed)):
             j += 1
         members = steps[i:j]
         if len(members) >= 2 and any(is_row_reduce(s.node) for s in members):
-            groups.append(_group(tuple(members), rows, steps, buffers, outputs, shapes))
+            groups.append(_group(tuple(members), rows, steps, buffers, outputs, shapes,
+                                 assumed))
             i = j
         else:
             i += 1
     return groups
 
 
-def _group(members, rows, steps, buffers, outputs, shapes) -> RowGroup:
+def _group(members, rows, steps, buffers, outputs, shapes, assumed) -> RowGroup:
     local = _row_locals(members, steps, buffers, outputs, len(rows) + 1)
     inlined = _inlined(members, local, buffers)
     riding = _riding(members, inlined, buffers)
-    modes = {s.index: row_modes(shapes, s) for s in members if isinstance(s.node.op, Elemwise)}
+    modes = {s.index: row_modes(shapes, s, assumed) for s in members
+             if isinstance(s.node.op, Elemwise)}
     return RowGroup(members, rows, local, inlined, riding, modes)
 
 

@@ -191,3 +191,22 @@ def test_layernorm_with_a_checked_scale_and_shift_in_the_rows():
                                            r.normal(size=lb).astype("float32")])
     expect_error([x, g, b], [out], [np.ones((2, 3, 5), "float32"), np.ones(4, "float32"),
                                     np.ones(5, "float32")], ValueError, "broadcast")
+
+
+def test_a_group_led_by_a_checked_step_takes_its_rows_from_what_it_reads():
+    """The rows of `x + y` (both of run-time lengths) are no array's own lengths: the group
+    takes them from x, checks y against them, and a y that broadcasts runs the general
+    variant (the transformer's gradient failed to type: `None * None` rows)."""
+    x, y = (vg.tensor(n, shape=(None, None, None), dtype="float32") for n in "xy")
+    s = x + y
+    out = vg.sum(s, axis=-1) + vg.max(s, axis=-1)
+    fast, _ = compile_pair([x, y], [out])
+    (group,) = fast.program.groups
+    assert group.first == 0 and 0 in fast.program.broadcast_checks
+    r = rng(8)
+    for xs, ys in [((2, 3, 4), (2, 3, 4)), ((2, 3, 4), (1, 3, 4)), ((2, 3, 4), (2, 3, 1)),
+                   ((0, 3, 4), (0, 3, 4)), ((2, 1, 4), (2, 5, 4))]:
+        compare_backend([x, y], [out], [r.normal(size=xs).astype("float32"),
+                                        r.normal(size=ys).astype("float32")])
+    expect_error([x, y], [out], [np.ones((2, 3, 4), "float32"), np.ones((2, 2, 4), "float32")],
+                 ValueError, "broadcast")

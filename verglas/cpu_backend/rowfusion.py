@@ -35,7 +35,7 @@ def emit_row_group(group, contexts) -> None:
     members = [c.step for c in contexts]
     local, inlined, riding = group.local, group.inlined, group.riding
     nd = group.ndim
-    lead = _leading_lengths(contexts[0], group)
+    lead = _leading_lengths(contexts, group)
     rows = lead[0]
     if nd > 2:  # (rows..., C) buffers are looked at as (rows, C): views made here
         rows = ctx0.fresh("nr")
@@ -254,15 +254,27 @@ def _check_assumed(ctx, arrays, cols, cols_of, lead, renamed) -> None:
     ctx.check_equal([(a, b) for a, b in pairs if a != b], "RuntimeBroadcast", str(step.node.op))
 
 
-def _leading_lengths(first, group) -> list[str]:
-    """Expressions of the leading lengths (the rows' dims) of the group, from an input of
-    the first member that has them, else static."""
+def _leading_lengths(contexts, group) -> list[str]:
+    """Expressions of the leading lengths (the rows' dims) of the group: from an array some
+    member reads (and the group did not compute) that has them, else static, else from an
+    array the first member reads over rows whose lengths the specialized variant checks
+    (_check_assumed compares the others with it)."""
+    first = contexts[0]
     program = first.program
-    for i, var in enumerate(first.node.inputs):
-        dims = program.shapes.dims_of(first.step.inputs[i])
-        if var.ndim == group.ndim and all(a is b for a, b in zip(dims[:-1], group.rows)):
-            return [f"{first.inp(i)}.shape[{a}]" for a in range(group.ndim - 1)]
-    return [str(d) for d in first.node.outputs[0].type.shape[:-1]]
+    made = {b for c in contexts for b in c.step.outputs}
+    for ctx in contexts:
+        for i, var in enumerate(ctx.node.inputs):
+            b = ctx.step.inputs[i]
+            dims = program.shapes.dims_of(b)
+            if b not in made and var.ndim == group.ndim \
+                    and all(a is d for a, d in zip(dims[:-1], group.rows)):
+                return [f"{ctx.inp(i)}.shape[{a}]" for a in range(group.ndim - 1)]
+    static = first.node.outputs[0].type.shape[:-1]
+    if all(d is not None for d in static):
+        return [str(d) for d in static]
+    modes = group.modes.get(first.step.index) or ()
+    i = next(i for i, mode in enumerate(modes) if mode != "scalar" and mode[0] == "full")
+    return [f"{first.inp(i)}.shape[{a}]" for a in range(group.ndim - 1)]
 
 
 def _as_rows(contexts, group, rows: str) -> dict:

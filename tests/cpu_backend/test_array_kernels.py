@@ -313,3 +313,20 @@ def test_large_program_calls_vector_math_from_kernel_functions():
     g = rng(11)
     compare_backend([x, w], [out], [g.normal(size=(5, 4)).astype("float32"),
                                     (g.normal(size=(4, 4)) * 0.5).astype("float32")])
+
+
+def test_a_batched_transpose_goes_to_gemm_as_it_is():
+    """Attention's q @ k^T: each matrix of k.transpose(0, 2, 1) is the transpose of one of k's
+    own (F-contiguous), handed to gemm as it is: no fallback copy, whose code cost ~0.3 s of
+    compile time."""
+    q = vg.tensor("q", shape=(None, None, None), dtype="float32")
+    k = vg.tensor("k", shape=(None, None, None), dtype="float32")
+    out = q @ k.transpose(0, 2, 1)
+    fast, _ = compile_pair([q, k], [out])
+    text = fast._runner.text
+    assert "ascontiguousarray" not in text and "].T," in text
+    g = rng(11)
+    for qs, ks in [((2, 3, 4), (2, 5, 4)), ((1, 3, 4), (2, 5, 4)), ((2, 3, 4), (1, 5, 4)),
+                   ((2, 0, 4), (2, 5, 4)), ((2, 3, 0), (2, 5, 0))]:
+        compare_backend([q, k], [out], [random_array(g, "float32", qs),
+                                        random_array(g, "float32", ks)])

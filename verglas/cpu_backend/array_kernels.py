@@ -381,6 +381,16 @@ def _emit_matmul(op, ctx) -> None:
         ctx.em.depth += 1
     sa = f"{a}[{', '.join(ia)}]" if ia else a
     sb = f"{b}[{', '.join(ib)}]" if ib else b
+    # a matrix of a batched transpose of a C array is the transpose (F) of the array's own:
+    # gemm takes it as it is (typed 'A', it was a call that could fail and copy, and the
+    # copy's code took ~0.3 s to compile)
+    for i, idx in enumerate((ia, ib)):
+        base = ctx.swapped_base(i) if layouts[i] == "A" and len(idx) == nbatch and idx \
+            and (va, vb)[i].ndim == nd else None
+        if base is not None:
+            view = f"{base}[{', '.join(idx)}].T"
+            sa, sb = (view, sb) if i == 0 else (sa, view)
+            layouts[i] = "F"
     so = f"{out}[{', '.join(loop)}]" if loop else out
     if blas and "A" in layouts:
         # a C or F array always suits gemm; an A one may not: copied when gemm says so

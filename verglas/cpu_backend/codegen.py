@@ -302,6 +302,19 @@ class StepContext(EmitContext):
         """Declare the layout of output `j` (a view): 'C', 'F' or 'A'."""
         self._contiguous[self.step.outputs[j]] = True if layout == "C" else layout
 
+    def set_last_axes_swapped(self, j: int, i: int) -> None:
+        """Declare output `j` a view of C-contiguous input `i` with its last two axes swapped:
+        each of its matrices is F-contiguous (attention's k^T, batched)."""
+        self._contiguous[("swapped", self.step.outputs[j])] = self.step.inputs[i]
+
+    def swapped_base(self, i: int) -> str | None:
+        """The C-contiguous array whose last two axes input `i` swaps (set_last_axes_swapped),
+        where this function holds it; else None."""
+        base = self._contiguous.get(("swapped", self.step.inputs[i]))
+        if base is None or self._contiguous.get(base) is not True or base not in self._names:
+            return None
+        return self._names[base]
+
     def constant_value(self, i: int):
         if i in self._varying:
             return None  # (a constant per iteration)

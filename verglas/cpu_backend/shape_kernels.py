@@ -53,6 +53,10 @@ def _emit_dimshuffle(op, ctx) -> None:
         ctx.line(f'{out} = {permute}({x}, "{axes}")')  # F-contiguous: BLAS takes it as it is
         ctx.set_layout(0, "F")
         return
+    n = len(perm)
+    if (not op.dropped and not op.inserted and ctx.is_contiguous(0) and n >= 3
+            and perm == (*range(n - 2), n - 1, n - 2)):
+        ctx.set_last_axes_swapped(0, 0)  # (a batched matmul takes each matrix as it is)
     if perm != tuple(range(len(perm))):
         nxt = ctx.fresh("v")
         ctx.line(f'{nxt} = {permute}({cur}, "{axes}")')

@@ -8,8 +8,9 @@ has R rows, a (B, T, C) array B*T of them. A step joins a group when it is an El
 or all 1) or, in the specialized variant, checked at run time (the group compares those
 lengths before its loop: layernorm's gamma), or a Sum/Max/Min over the last axis, and the
 leading dims are the very same dimensions (the shape graph is interned, so this is an
-identity test). A group has at least one reduction. Backends see every member as 2-d, (rows, C), (rows, 1) or (1, C): N-d buffers
-are reshaped (views, C-contiguous) at the group's start.
+identity test). A group has at least one reduction. Backends see every member as 2-d,
+(rows, C), (rows, 1) or (1, C): N-d buffers are reshaped (views, C-contiguous) at the
+group's start.
 
 The group also decides what its buffers need:
 - `local`: buffers the group both writes and alone reads never get their (R, C) storage: one

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import verglas as vg
-from tests.cpu_backend.utils import compare_backend, expect_error, rng
+from tests.cpu_backend.utils import compare_backend, compile_pair, expect_error, rng
 from tests.helpers import random_array, with_layout
 
 
@@ -108,3 +108,19 @@ def test_set_value_shape_error():
     v = vg.tensor("v", shape=(None,), dtype="float64")
     expect_error([x, v], vg.set_subtensor(x[1:], v), [np.ones((3, 2)), np.ones(3)], ValueError,
                  "IncSubtensor")
+
+
+def test_an_inplace_scatter_into_zeros_does_not_copy_its_target():
+    """The embedding gradient: zeros, then rows added at ids, in place. The scatter's result is
+    the zeros' own array: no copy of it onto itself (10 MB a call, 1.46 -> 0.35 ms)."""
+    table = vg.tensor("table", shape=(None, None), dtype="float32")
+    ids = vg.tensor("ids", shape=(None,), dtype="int64")
+    d = vg.tensor("d", shape=(None, None), dtype="float32")
+    g = rng(12)
+    arrays = [g.normal(size=(6, 3)).astype("float32"), np.array([0, 5, 0, 2]),
+              g.normal(size=(4, 3)).astype("float32")]
+    for out, assignments in [(vg.inc_subtensor(vg.zeros_like(table)[ids], d), 0),
+                             (vg.set_subtensor(vg.zeros_like(table)[1:3], d[:2]), 1)]:
+        fast, _ = compile_pair([table, ids, d], [out])
+        assert fast._runner.text.count("[...] =") == assignments  # (the set's own)
+        compare_backend([table, ids, d], [out], arrays)

@@ -118,11 +118,13 @@ def _emit_subtensor(op, ctx) -> None:
 
 
 def _copy_input(ctx) -> str:
-    """Allocate output 0 like input 0 and copy input 0 into it."""
+    """Allocate output 0 like input 0 and copy input 0 into it (an inplace step's output is
+    input 0's own array: nothing to copy; a 10 MB embedding gradient copied itself)."""
     x = ctx.inp(0)
     ndim = ctx.input_var(0).ndim
     out = ctx.alloc(0, "(" + "".join(f"{x}.shape[{d}], " for d in range(ndim)) + ")")
-    ctx.line(f"{out}[...] = {x}")
+    if ctx.program.buffers[ctx.step.outputs[0]].takes_over != ctx.step.inputs[0]:
+        ctx.line(f"{out}[...] = {x}")
     return out
 
 

@@ -15,9 +15,11 @@ from verglas.cpu_backend.blas import COL_MAJOR, NO_TRANS, TRANS, numpy_cblas_gem
 from verglas.cpu_backend.dtypes import cast_expr, np_dtype, storage_dtype
 from verglas.cpu_backend.intrinsics import reshaped
 from verglas.cpu_backend.kernels import HELPER_REFS, broadcast_dim, emit, register_helper
-from verglas.ops.basic import Join
+from verglas.graph.basic import Constant
+from verglas.ops.basic import Join, MakeVector
 from verglas.ops.linalg import MatMul
 from verglas.ops.shape import ARange, Alloc, Reshape
+from verglas.rewrite.lengths import lower_bound
 from verglas.source import tuple_expr
 
 __all__ = []
@@ -25,11 +27,33 @@ __all__ = []
 
 
 
+def _lengths_proven(var) -> bool:
+    """Whether every entry of the shape vector `var` is provably a length (>= 0, never -1):
+    a constant, or a make_vector of shape reads and their products (a gradient's reshapes)."""
+    if isinstance(var, Constant):
+        return bool((np.asarray(var.data) >= 0).all())
+    if var.owner is None or not isinstance(var.owner.op, MakeVector):
+        return False
+    bounds = [lower_bound(e) for e in var.owner.inputs]
+    return all(b is not None and b >= 0 for b in bounds)
+
+
 @emit.register(Reshape)
 def _emit_reshape(op, ctx) -> None:
     x = ctx.inp(0)
     target = ctx.elements(1) or [f"{ctx.inp(1)}[{k}]" for k in range(op.ndim)]
     dims = [ctx.fresh("d") for _ in range(op.ndim)]
+    src = x if ctx.is_contiguous(0) else f"np.ascontiguousarray({x})"
+    if _lengths_proven(ctx.input_var(1)):  # no -1 to resolve: the sizes must agree
+        for k, d in enumerate(dims):
+            ctx.line(f"{d} = np.int64({target[k]})")
+        ctx.line(f"if {' * '.join(dims) or '1'} != {x}.size:")
+        with ctx.indent():
+            ctx.raise_("ValueError", f"{op}: cannot reshape the array into the new shape "
+                                     f"(sizes differ)")
+        ctx.line(f"{ctx.out(0)} = {reshaped(ctx, src, tuple_expr(dims))}")
+        ctx.set_contiguous(0, True)
+        return
     known, neg = ctx.fresh("known"), ctx.fresh("neg")
     ctx.line(f"{known} = 1")
     ctx.line(f"{neg} = 0")
@@ -61,7 +85,6 @@ def _emit_reshape(op, ctx) -> None:
         ctx.raise_("ValueError", f"{op}: cannot reshape the array into the new shape (sizes "
                                  f"differ)")
     # numba reshapes C-contiguous arrays only: a strided input is copied first
-    src = x if ctx.is_contiguous(0) else f"np.ascontiguousarray({x})"
     ctx.line(f"{ctx.out(0)} = {reshaped(ctx, src, tuple_expr(dims))}")
     ctx.set_contiguous(0, True)
 

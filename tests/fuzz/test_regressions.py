@@ -546,3 +546,15 @@ def test_a_loop_body_reads_an_element_of_a_sequence_as_an_array():
     values = [np.array([False, True]), np.array([0, 7], dtype="uint8")]
     want = np.array([0, 7], np.uint8) / np.logaddexp(0, np.array([0, 0], np.int64))
     same(run([x0, x1], [v4], values)[0], want, rtol=1e-15)
+
+
+def test_an_inner_graph_of_constants_lowers():
+    """An OpFromGraph whose outputs ignore its inputs (seed 4699): its sub-program holds a step
+    with no inputs, which the row-group search read the first input of (IndexError)."""
+    i0, i1 = t("i0", (), "uint8"), t("i1", (), "bool")
+    body = vg.sign(vg.where(np.array(3.55), 255, 2147483648))
+    x0, x2 = t("x0", (), "uint8"), t("x2", (None,), "int64")
+    v = vg.OpFromGraph([i0, i1], [body])(x0, x0 > 1)
+    values = [np.array(37, dtype="uint8"), np.array([0, 1, 2], dtype="int64")]
+    for mode in ("fast_run", "reference"):
+        same(run([x0, x2], [v >= x2], values, mode=mode)[0], np.array([True, True, False]))

@@ -73,8 +73,10 @@ class RowGroup:
 
 def is_row_reduce(node) -> bool:
     """A reduction a row group takes: Sum/Max/Min over the last axis of an array of 2+ dims."""
+    if not isinstance(node.op, _REDUCES) or not node.inputs:  # (a node with no inputs)
+        return False
     ndim = node.inputs[0].ndim
-    return isinstance(node.op, _REDUCES) and ndim >= 2 and node.op.axis == (ndim - 1,)
+    return ndim >= 2 and node.op.axis == (ndim - 1,)
 
 
 def _row_dims(shapes, step) -> tuple | None:

@@ -43,22 +43,28 @@ def _emit_reshape(op, ctx) -> None:
     x = ctx.inp(0)
     target = ctx.elements(1) or [f"{ctx.inp(1)}[{k}]" for k in range(op.ndim)]
     dims = [ctx.fresh("d") for _ in range(op.ndim)]
-    src = x if ctx.is_contiguous(0) else f"np.ascontiguousarray({x})"
+    for k, d in enumerate(dims):
+        ctx.line(f"{d} = np.int64({target[k]})")
     if _lengths_proven(ctx.input_var(1)):  # no -1 to resolve: the sizes must agree
-        for k, d in enumerate(dims):
-            ctx.line(f"{d} = np.int64({target[k]})")
         ctx.line(f"if {' * '.join(dims) or '1'} != {x}.size:")
         with ctx.indent():
             ctx.raise_("ValueError", f"{op}: cannot reshape the array into the new shape "
                                      f"(sizes differ)")
-        ctx.line(f"{ctx.out(0)} = {reshaped(ctx, src, tuple_expr(dims))}")
-        ctx.set_contiguous(0, True)
-        return
+    else:
+        _resolve_minus_one(op, ctx, x, dims)
+    # numba reshapes C-contiguous arrays only: a strided input is copied first
+    src = x if ctx.is_contiguous(0) else f"np.ascontiguousarray({x})"
+    ctx.line(f"{ctx.out(0)} = {reshaped(ctx, src, tuple_expr(dims))}")
+    ctx.set_contiguous(0, True)
+
+
+def _resolve_minus_one(op, ctx, x: str, dims: list[str]) -> None:
+    """Emit numpy's checks of a reshape's target `dims` (at most one -1, no other negative
+    length, the sizes agree) and replace a -1 by the length it stands for."""
     known, neg = ctx.fresh("known"), ctx.fresh("neg")
     ctx.line(f"{known} = 1")
     ctx.line(f"{neg} = 0")
-    for k, d in enumerate(dims):
-        ctx.line(f"{d} = np.int64({target[k]})")
+    for d in dims:
         ctx.line(f"if {d} == -1:")
         with ctx.indent():
             ctx.line(f"{neg} += 1")
@@ -84,9 +90,6 @@ def _emit_reshape(op, ctx) -> None:
     with ctx.indent():
         ctx.raise_("ValueError", f"{op}: cannot reshape the array into the new shape (sizes "
                                  f"differ)")
-    # numba reshapes C-contiguous arrays only: a strided input is copied first
-    ctx.line(f"{ctx.out(0)} = {reshaped(ctx, src, tuple_expr(dims))}")
-    ctx.set_contiguous(0, True)
 
 
 @emit.register(Alloc)

@@ -242,7 +242,7 @@ def _check_assumed(ctx, arrays, cols, cols_of, lead, renamed) -> None:
     one over rows the group's leading lengths; RuntimeBroadcast (the general variant runs)
     otherwise. Checked before the loop: a shorter array would be read past its end."""
     step = ctx.step
-    unknown = {i for i in assumed_inputs(ctx.program.shapes, step)}
+    unknown = set(assumed_inputs(ctx.program.shapes, step))
     pairs = []
     for i, mode in arrays.items():
         b = step.inputs[i]

@@ -347,7 +347,7 @@ def map_kernel(name, sop, operands, out_dtypes, rank: int, flat: bool) -> Kernel
     n = kb.param("n", Scal("int64"))
     dtypes = [o[1] for o in operands]
     if flat and UNROLL > 1:
-        _unrolled_flat_loop(kb, sop, operands, read, outs, out_dtypes, n)
+        _unrolled_flat_loop(kb, sop, operands, dtypes, read, outs, out_dtypes, n)
         return kb.spec()
     kb.line(f"for i in range(cuda.grid(1), {n}, cuda.gridsize(1)):")
     with kb.indent():
@@ -362,11 +362,10 @@ def map_kernel(name, sop, operands, out_dtypes, rank: int, flat: bool) -> Kernel
     return kb.spec()
 
 
-def _unrolled_flat_loop(kb, sop, operands, read, outs, out_dtypes, n) -> None:
+def _unrolled_flat_loop(kb, sop, operands, dtypes, read, outs, out_dtypes, n) -> None:
     """The grid-stride loop of a flat map, UNROLL elements a trip (i, i + s, ...: still
     coalesced), every load issued before any arithmetic so that they are in flight together;
     then the remaining elements one at a time."""
-    dtypes = [o[1] for o in operands]
     arrays = [k for k, o in enumerate(operands) if o[0] == "array"]
     kb.line("s = cuda.gridsize(1)")
     kb.line("i = cuda.grid(1)")

@@ -233,3 +233,65 @@ def test_merge_loops_over_the_same_sequences(rnn_values):
     graph, fires = rewrite([x], [chained, sums])
     assert len(scans(graph)) == 2
     check([x], [chained, sums], graph, rnn_values[:1])
+
+
+def test_push_in_an_elementwise_sequence(rnn_values):
+    """A sequence computed elementwise (reversed, scaled by a 0-d value) and read by the body's
+    elementwise work is computed in the body: the loop reads its operands' rows."""
+    x, h0, w, u = rnn_vars()
+    c = vg.scalar("c")
+    y = (x * c * 2.0)[::-1]  # one (5, 3) array before the loop, unless pushed in
+    hs = vg.scan(lambda y_t, h: vg.tanh(h * 0.5 + y_t), sequences=y, outputs_info=h0)
+    graph, fires = rewrite([x, h0, c], [hs])
+    assert fires["scan_push_in_seqs"] >= 1
+    (node,) = scans(graph)
+    outside = [n for n in graph.toposort() if n.op.__class__.__name__ == "Elemwise"
+               and n.outputs[0].ndim == 2]
+    assert not outside  # (x * c * 2 is computed row by row in the loop)
+    x_, h0_ = rnn_values[:2]
+    want, h = [], h0_
+    for x_t in (x_ * 0.7 * 2.0)[::-1]:
+        h = np.tanh(h * 0.5 + x_t)
+        want.append(h)
+    check([x, h0, c], [hs], graph, [x_, h0_, 0.7], [np.array(want)])
+    grads_through(graph, [x_, h0_, 0.7])
+
+
+def test_push_in_only_what_provably_has_the_rows(rnn_values):
+    """Operands of unknown lengths that may broadcast along the steps, a sequence another node
+    reads too, or one the body reads through a product: the sequence stays as it is."""
+    x, h0, w, u = rnn_vars()
+    z = vg.tensor("z", shape=(None, 3))
+    step = lambda y_t, h: vg.tanh(h * 0.5 + y_t)  # noqa: E731
+    for seqs, outs in (((x + z), ()), ((x * 2.0), (x * 2.0,))):
+        hs = vg.scan(step, sequences=seqs, outputs_info=h0)
+        graph, fires = rewrite([x, z, h0], [hs, *outs])
+        assert not fires.get("scan_push_in_seqs")
+    hs = vg.scan(lambda y_t, h: vg.tanh(h * 0.5 + y_t @ u), sequences=x * 2.0,
+                 outputs_info=h0)
+    graph, fires = rewrite([x, h0, u], [hs], LOOPS.excluding("scan_push_out_seqs"))
+    assert not fires.get("scan_push_in_seqs")
+    # (x + z broadcasts z's one row over x's five: the loop reads what it read before)
+    hs = vg.scan(step, sequences=x + z, outputs_info=h0)
+    graph, _ = rewrite([x, z, h0], [hs])
+    x_, h0_ = rnn_values[:2]
+    check([x, z, h0], [hs], graph, [x_, x_[:1], h0_])
+
+
+def test_gradient_factor_is_collected_once(rnn_values):
+    """The rnn's gradient: the inputs' gradient `da @ u.T` and the weight's `hs.T @ da` read
+    one collected factor (past the SumToShapes of broadcasting), and the weight gradient of
+    the one kept sum is a view of the product, not a copy."""
+    x, h0, w, u = rnn_vars()
+    hs = vg.scan(lambda x_t, h: rnn_step(x_t, h, w, u), sequences=x, outputs_info=h0)
+    loss = vg.mean(hs**2)
+    grads = vg.grad(loss, [x, h0, w])
+    graph, fires = rewrite([x, h0, w, u], grads, get_mode("fast_run"))
+    assert fires["scan_push_in_seqs"] >= 1
+    forward, backward = scans(graph)
+    assert backward.op.layout.n_nit_sot == 1  # (two push-outs share the one factor)
+    assert not [n for n in graph.toposort() if n.op.__class__.__name__ == "Alloc"]
+    want = ReferenceRunner(freeze([x, h0, w, u], grads))(rnn_values)
+    got = ReferenceRunner(graph)(rnn_values)
+    for g, v in zip(got, want):
+        np.testing.assert_allclose(g, v, rtol=1e-10, atol=1e-12)

@@ -574,6 +574,9 @@ class _Storage:
         None where the memory plan does not allow it.
         """
         program, slots, live = self.program, self.program.slots, self.program.live
+        if slots and slots[bid] is None and program.buffers[bid].kind == "temp" \
+                and step in program.adopted:
+            return self._alias(bid, source)  # the plan shares the array (lower._identity_sums)
         if not slots or slots[bid] is None or slots[source] is None:
             return None
         s_in, s_out = slots[source], slots[bid]
@@ -603,10 +606,13 @@ class _Storage:
             self.slot_storage[s_out] = array
             if previous is not None:
                 self.slot_storage[s_in] = previous
+        return self._alias(bid, source)
+
+    def _alias(self, bid: int, source: int) -> str:
         out = self.names[bid]
         self.em.line(f"{out} = {self.names[source]}")
         if self.em.depth == self.src.straight_depth:
-            self.src.facts.same_shape(out, self.names[source], buffers[bid].ndim)
+            self.src.facts.same_shape(out, self.names[source], self.program.buffers[bid].ndim)
         return out
 
 def generate(program, name: str = "program", parent: ProgramSource | None = None

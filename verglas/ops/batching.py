@@ -3,15 +3,17 @@ once (what JAX calls vmap). The loop rewrites that push work out of a Scan use i
 `x_t @ u` becomes one `x @ u` over the whole sequence, a BLAS call instead of one per step.
 
 Rules exist for the ops whose batched form is as fast as the row form: elementwise ops,
-DimShuffle, reductions and MatMul (folding the new axis into the matrix rows, one product);
-`batch` answers None where a graph holds another op.
+DimShuffle, reductions, SumToShape (a gradient's undoing of broadcasting) and MatMul (folding
+the new axis into the matrix rows, one product); `batch` answers None where a graph holds
+another op.
 """
 
 from __future__ import annotations
 
 from verglas.graph.traversal import toposort
-from verglas.ops.basic import DimShuffle, shape_i
-from verglas.ops.elemwise import Elemwise
+from verglas.ops.basic import DimShuffle, make_vector, shape_i
+from verglas.ops.elemwise import Elemwise, SumToShape
+from verglas.ops.indexing import getitem
 from verglas.ops.linalg import MatMul
 from verglas.ops.math import mul
 from verglas.ops.reduce import Reduce
@@ -60,7 +62,7 @@ def substitute(outputs, replace: dict) -> list:
 def batchable(node) -> bool:
     """Whether `batch` has a rule for `node`'s op."""
     op = node.op
-    return (isinstance(op, (Elemwise, DimShuffle, MatMul))
+    return (isinstance(op, (Elemwise, DimShuffle, MatMul, SumToShape))
             or (isinstance(op, Reduce) and _plain_reduce(op)))
 
 
@@ -87,6 +89,12 @@ def _batch_node(node, ins, args) -> list | None:
         return [DimShuffle(op.input_ndim + 1, order)(ins[0])]
     if isinstance(op, Reduce) and _plain_reduce(op):
         return [type(op)(tuple(a + 1 for a in op.axis), op.keepdims)(ins[0])]
+    if isinstance(op, SumToShape):
+        if ins[1] is not None:  # (a target shape that varies with the rows)
+            return None
+        g, shp = args
+        target = make_vector([shape_i(g, 0), *(getitem(shp, a) for a in range(g.ndim - 1))])
+        return [SumToShape((None, *op.static_shape))(g, target)]
     if isinstance(op, MatMul):
         out = _batched_matmul(node, *ins, *args)
         return None if out is None else [out]

@@ -3,12 +3,13 @@
 `optimize_inner_graphs` (phase "optimize_inner_graphs") rewrites the inner graph of every
 distinct inner-graph op with the outer mode, every rule included (the stabilizing ones too:
 an expression's numerics do not depend on whether it sits in a loop body) but inplace: the
-scan phase's loop rewrites come next and rebuild bodies. `inner_graphs_inplace` (phase
-"inplace") then does inplace inside every inner graph: its inputs are protected like any
-graph's inputs, and a body with inplace nodes is frozen with `dedup_nodes=False`. Inner
-graphs are immutable values, so each result is a NEW op; every node applying the old op is
-moved onto it, and an op used N times is rewritten once. Nested inner graphs are reached
-through the inner pipeline, which runs these rewrites again.
+scan phase's loop rewrites come next and rebuild bodies. `inner_graphs_fusion` (phase
+"fusion") fuses the elementwise work those rewrites brought into bodies with the body's own.
+`inner_graphs_inplace` (phase "inplace") then does inplace inside every inner graph: its
+inputs are protected like any graph's inputs, and a body with inplace nodes is frozen with
+`dedup_nodes=False`. Inner graphs are immutable values, so each result is a NEW op; every
+node applying the old op is moved onto it, and an op used N times is rewritten once. Nested
+inner graphs are reached through the inner pipeline, which runs these rewrites again.
 
 `inline_op_from_graph` (phase "canonicalize") replaces a node of an OpFromGraph built with
 `inline=True` by its inner graph rebuilt on the node's inputs; `ofg_remove_unused` (same
@@ -30,8 +31,10 @@ from verglas.rewrite.registry import Mode, get_mode, register
 from verglas.rewrite.trace import Tracer
 from verglas.rewrite.utils import restrict_to_read_outputs
 
-__all__ = ["InnerGraphOptimizer", "InnerGraphsInplace", "inline_op_from_graph",
-           "inner_graphs_inplace", "ofg_remove_unused", "optimize_inner_graphs", "optimized_op"]
+__all__ = ["InnerGraphOptimizer", "InnerGraphsFusion", "InnerGraphsInplace",
+           "inline_op_from_graph", "inner_graphs_fusion", "inner_graphs_inplace",
+           "ofg_remove_unused", "optimize_inner_graphs", "optimized_op"]
+
 
 def optimized_op(op, mode: Mode, tracer: Tracer | None = None):
     """`op` (an OpFromGraph or Scan) with its inner graph rewritten by `mode`'s pipeline: a new
@@ -101,6 +104,17 @@ class InnerGraphOptimizer(_EachInnerOp):
         return mode.excluding("inplace")
 
 
+class InnerGraphsFusion(_EachInnerOp):
+    """Fusion in every inner graph again, baked into a new op: the scan phase's loop rewrites
+    bring elementwise work into bodies already optimized (`scan_push_in_seqs`), and it fuses
+    with the body's own."""
+
+    name = "inner_graphs_fusion"
+
+    def mode_of(self, mode: Mode) -> Mode:
+        return mode.excluding(*(p.name for p in PHASES if p.name != "fusion"))
+
+
 class InnerGraphsInplace(_EachInnerOp):
     """Inplace in every inner graph, as in the outer one (the graph's inputs protected), baked
     into a new op frozen with `dedup_nodes=False`."""
@@ -113,6 +127,7 @@ class InnerGraphsInplace(_EachInnerOp):
 
 optimize_inner_graphs = register(InnerGraphOptimizer(), phase="optimize_inner_graphs",
                                  tags=("fast_run", "fast_compile"))
+inner_graphs_fusion = register(InnerGraphsFusion(), phase="fusion", tags=("fast_run",))
 inner_graphs_inplace = register(InnerGraphsInplace(), phase="inplace", tags=("fast_run",))
 
 

@@ -20,26 +20,35 @@
   P_T] @ [Q_1; ...; Q_T]` after the loop, one product, with the loop collecting P_t and Q_t
   where they depend on the states. (The output it replaces holds its last entries, of which
   its clients read the last: each entry is that sum.)
+- `scan_push_in_seqs`: a sequence computed elementwise from other arrays, read by this loop
+  alone and in the body by elementwise work only, is computed in the body, one row per step,
+  fused there with that work: the loop reads its operands' rows, and the whole array is never
+  built (an RNN gradient's `2 * hs / n` costs no (T, H) buffer). The inverse of the push-outs,
+  for work that gains nothing from running over all steps at once.
 """
 
 from __future__ import annotations
 
 from verglas.graph.basic import Constant
 from verglas.graph.traversal import ancestors, toposort
-from verglas.ops.basic import DimShuffle, shape_i
+from verglas.graph.fg import OUTPUT
+from verglas.ops.basic import DimShuffle, ShapeI, shape_i
 from verglas.ops.batching import batch, batchable, substitute
-from verglas.ops.elemwise import Elemwise
-from verglas.ops.indexing import getitem
+from verglas.ops.elemwise import Elemwise, SumToShape
+from verglas.ops.indexing import Subtensor, getitem
 from verglas.ops.linalg import MatMul
 from verglas.ops.math import add, minimum, mul
 from verglas.ops.scalar import Add
 from verglas.ops.shape import broadcast_to, reshape
 from verglas.rewrite.registry import register
 from verglas.rewrite.scan import ScanRewriter, reads_last_only
-from verglas.rewrite.scan_parts import NitSot, ScanParts
+from verglas.rewrite.scan_parts import NonSeq, ScanParts, Seq
+from verglas.rewrite.shape import dims_of, provably_equal
+from verglas.rewrite.utils import single_client
 
 __all__ = ["scan_merge", "scan_merge_inputs", "scan_inline_constants", "scan_hoist_invariants",
-           "scan_push_out_seqs", "scan_push_out_outputs", "scan_push_out_sums"]
+           "scan_push_out_seqs", "scan_push_out_outputs", "scan_push_out_sums",
+           "scan_push_in_seqs"]
 
 TAGS = ("fast_run",)
 
@@ -289,12 +298,10 @@ class ScanPushOutOutputs(ScanRewriter):
                 moved.append((nit, cut))
         if not moved:
             return None
-        collected = []
-        for nit, cut in moved:
+        for nit, _ in moved:
             parts.nits.remove(nit)
-            if cut is not None and cut not in [c.out for c in collected]:
-                collected.append(NitSot(cut, None, None))
-        parts.nits += collected
+        collected = [parts.collect(cut) for cut in dict.fromkeys(c for _, c in moved)
+                     if cut is not None]
         # (before build drops the sequences and non-sequences only they read)
         windows, same = parts.sequence_windows(), parts.outer_of()
         new, pairs = parts.build()
@@ -311,8 +318,9 @@ class ScanPushOutOutputs(ScanRewriter):
 
 
 def _factor_base(v):
-    """`v` past the DimShuffles that feed it."""
-    while v.owner is not None and isinstance(v.owner.op, DimShuffle):
+    """`v` past the DimShuffles and SumToShapes that feed it (a gradient's factor: the value
+    two products of one loop share, `da_t` of `da_t @ u.T` and of `h_t.T @ da_t`)."""
+    while v.owner is not None and isinstance(v.owner.op, (DimShuffle, SumToShape)):
         v = v.owner.inputs[0]
     return v
 
@@ -366,15 +374,11 @@ class ScanPushOutSums(ScanRewriter):
 
     @staticmethod
     def _push_out(parts, s, p, q, states):
-        collected = []
-        for factor in (p, q):
-            base = _factor_base(factor)
-            if base in states and base not in [c.out for c in collected]:
-                collected.append(NitSot(base, None, None))
         # (before build drops the sequences and non-sequences only s read)
         windows, same = parts.sequence_windows(), parts.outer_of()
         parts.states.remove(s)
-        parts.nits += collected
+        bases = dict.fromkeys(_factor_base(factor) for factor in (p, q))
+        collected = [parts.collect(base) for base in bases if base in states]
         new, pairs = parts.build()
         n_states = len(parts.states)
         windows.update((c.out, new.outputs[n_states + parts.nits.index(c)]) for c in collected)
@@ -390,12 +394,101 @@ class ScanPushOutSums(ScanRewriter):
             right = reshape(q_b, (mul(t, k), shape_i(q_b, 2)))
         total = add(s.init, MatMul()(left, right))
         # the kept entries (min(keep, steps + 1) of them): only the last is read, the sum
-        kept = s.keep if s.keep == 1 else minimum(add(parts.n_steps, 1), s.keep)
-        last = broadcast_to(DimShuffle(2, ("x", 0, 1))(total),
-                            (kept, shape_i(total, 0), shape_i(total, 1)))
+        last = DimShuffle(2, ("x", 0, 1))(total)  # (one kept: a view, no copy)
+        if s.keep != 1:
+            last = broadcast_to(last, (minimum(add(parts.n_steps, 1), s.keep),
+                                       shape_i(total, 0), shape_i(total, 1)))
         if not _fits(s.old.type, last.type):
             return None
         return [*pairs, (s.old, last)]
+
+
+class ScanPushInSeqs(ScanRewriter):
+    """See the module docstring."""
+
+    name = "scan_push_in_seqs"
+
+    def rewrite(self, fgraph, node):
+        parts = ScanParts.of(node)
+        readers = _readers(_body(parts))
+        outputs = set(parts.inner_outputs())
+        for seq in parts.seqs:
+            if not all(readers.get(v) and v not in outputs
+                       and all(isinstance(n.op, Elemwise) for n in readers[v])
+                       for v in seq.inner):
+                continue
+            found = _elementwise_rows(fgraph, node, seq.outer)
+            if found is None:
+                continue
+            elem, views, lengths = found
+            rows = []  # per operand of `elem`: its inner variable at each offset
+            varying = None  # an operand's rows, of the sequence's length
+            for i in elem.inputs:
+                if i.type.shape[0] == 1:  # broadcast along the steps: one row for all
+                    row = getitem(i, 0)
+                    inner = row.type.make_variable()
+                    parts.non_seqs.append(NonSeq(row, inner))
+                    rows.append([inner] * len(seq.offsets))
+                    continue
+                outer = i
+                for view in views:
+                    outer = view.op.make_node(outer, *view.inputs[1:]).outputs[0]
+                inner = [_row_type(outer).make_variable() for _ in seq.offsets]
+                parts.seqs.append(Seq(outer, list(seq.offsets), inner))
+                rows.append(inner)
+                varying = outer
+            replace = {}
+            for k, v in enumerate(seq.inner):
+                new = elem.op.make_node(*(r[k] for r in rows)).outputs[0]
+                if not _fits(v.type, new.type):
+                    return None
+                replace[v] = new
+            parts.seqs.remove(seq)
+            parts.replace_inner(replace)
+            return parts.build()[1] + [(n.outputs[0], shape_i(varying, 0)) for n in lengths]
+        return None
+
+
+def _readers(nodes) -> dict:
+    """{variable: the nodes among `nodes` reading it}."""
+    found: dict = {}
+    for n in nodes:
+        for i in n.inputs:
+            found.setdefault(i, []).append(n)
+    return found
+
+
+def _elementwise_rows(fgraph, node, outer):
+    """(the Elemwise node computing `outer`'s rows, the axis-0 slices between it and `outer`,
+    innermost first, the nodes reading `outer`'s length) when `node` alone reads `outer`
+    (others only its length: the loop's step count), each step of the way is read once, and
+    the operands that vary along the steps provably have the result's number of rows (their
+    rows are the result's rows' operands); else None."""
+    views = []
+    var = outer
+    clients = fgraph.clients.get(var, ())
+    lengths = [c for c, _ in clients if c is not node and c != OUTPUT
+               and isinstance(c.op, ShapeI) and c.op.i == 0]
+    if len(clients) != 1 + len(lengths) or sum(c is node for c, _ in clients) != 1:
+        return None
+    while var.owner is not None and isinstance(var.owner.op, Subtensor):
+        op = var.owner.op
+        if len(op.idx_list) != 1 or not isinstance(op.idx_list[0], tuple):
+            return None  # (only a slice of axis 0 keeps each row a row of the same step)
+        views.append(var.owner)
+        var = var.owner.inputs[0]
+        if not single_client(fgraph, var):
+            return None
+    elem = var.owner
+    if elem is None or type(elem.op) is not Elemwise or len(elem.outputs) != 1 \
+            or var.ndim == 0 or any(i.ndim != var.ndim for i in elem.inputs):
+        return None
+    length = dims_of(fgraph, var)[0]
+    if any(i.type.shape[0] != 1 and not provably_equal(dims_of(fgraph, i)[0], length)
+           for i in elem.inputs) \
+            or all(i.type.shape[0] == 1 for i in elem.inputs):
+        return None
+    return elem, views[::-1], lengths
 
 
 def _ancestors_within(var, among: set) -> set:
@@ -418,3 +511,4 @@ scan_hoist_invariants = register(ScanHoistInvariants(), phase="scan", tags=TAGS)
 scan_push_out_seqs = register(ScanPushOutSeqs(), phase="scan", tags=TAGS)
 scan_push_out_outputs = register(ScanPushOutOutputs(), phase="scan", tags=TAGS)
 scan_push_out_sums = register(ScanPushOutSums(), phase="scan", tags=TAGS)
+scan_push_in_seqs = register(ScanPushInSeqs(), phase="scan", tags=TAGS)

@@ -136,6 +136,16 @@ class ScanParts:
         self.seqs.append(Seq(outer, [0], [inner]))
         return inner
 
+    def collect(self, value: Variable) -> NitSot:
+        """The nit-sot output collecting `value` at every step: one already there, else a new
+        one (two push-outs that need one factor share its collection)."""
+        for nit in self.nits:
+            if nit.out is value and nit.keep is None:
+                return nit
+        nit = NitSot(value, None, None)
+        self.nits.append(nit)
+        return nit
+
     def add_non_sequence(self, outer: Variable, like: Variable) -> Variable:
         """A new non-sequence standing for inner values like `like`; its inner variable."""
         inner = like.type.make_variable()

@@ -26,7 +26,8 @@ from verglas.ops.shape import Alloc, Reshape
 from verglas.rewrite.registry import phase_rule
 from verglas.rewrite.utils import first, same_as, scalar_constant
 
-__all__ = ["ShapeDims", "dims_of", "scalar_dim", "shape_to_vector", "shape_subtensor",
+__all__ = ["ShapeDims", "dims_of", "provably_equal", "scalar_dim", "shape_to_vector",
+           "shape_subtensor",
            "make_vector_subtensor", "shape_i_from_dims", "sum_to_shape_useless",
            "alloc_same_shape", "reshape_same_shape", "second_same_shape", "where_same_shape",
            "second_shape_given", "inc_subtensor_everything"]
@@ -368,7 +369,8 @@ def _read_for_shape_only(fgraph, x) -> bool:
                for client, _ in fgraph.clients.get(x, ()))
 
 
-def _provably_equal(a, b) -> bool:
+def provably_equal(a, b) -> bool:
+    """Whether dimensions `a` and `b` (from `dims_of`) are one length at run time."""
     return a == b and not _is_val(a)
 
 
@@ -381,7 +383,7 @@ def sum_to_shape_useless(fgraph, node):
     target = _target_dims(fgraph, shp, g.ndim)
     axes = []
     for a, (gd, td) in enumerate(zip(gdims, target)):
-        if _provably_equal(gd, td):
+        if provably_equal(gd, td):
             continue
         if td == 1:
             if gd == 1:
@@ -403,7 +405,7 @@ def alloc_same_shape(fgraph, node):
     if x.ndim != len(dims):
         return None
     xdims = dims_of(fgraph, x)
-    if all(_provably_equal(xd, scalar_dim(fgraph, d)) for xd, d in zip(xdims, dims)):
+    if all(provably_equal(xd, scalar_dim(fgraph, d)) for xd, d in zip(xdims, dims)):
         return first(same_as(node.outputs[0], x))
     return None
 
@@ -416,7 +418,7 @@ def reshape_same_shape(fgraph, node):
         return None
     xdims = dims_of(fgraph, x)
     target = _target_dims(fgraph, shp, x.ndim)
-    if all(_provably_equal(a, b) for a, b in zip(xdims, target)):
+    if all(provably_equal(a, b) for a, b in zip(xdims, target)):
         return first(same_as(node.outputs[0], x))
     return None
 
@@ -428,7 +430,7 @@ def second_same_shape(fgraph, node):
     out = node.outputs[0]
     if y.dtype != out.dtype:
         return None
-    if all(_provably_equal(a, b) for a, b in zip(dims_of(fgraph, y), dims_of(fgraph, out))):
+    if all(provably_equal(a, b) for a, b in zip(dims_of(fgraph, y), dims_of(fgraph, out))):
         return first(same_as(out, y))
     return None
 
@@ -440,7 +442,7 @@ def where_same_shape(fgraph, node):
     out = node.outputs[0]
     if a is not b or a.dtype != out.dtype:
         return None
-    if all(_provably_equal(p, q) for p, q in zip(dims_of(fgraph, a), dims_of(fgraph, out))):
+    if all(provably_equal(p, q) for p, q in zip(dims_of(fgraph, a), dims_of(fgraph, out))):
         return first(same_as(out, a))
     return None
 
@@ -448,7 +450,7 @@ def where_same_shape(fgraph, node):
 def _same_dims(fgraph, a: Variable, b: Variable) -> bool:
     feature = _feature(fgraph)
     return a.ndim == b.ndim and all(
-        _provably_equal(feature.find(p), feature.find(q))
+        provably_equal(feature.find(p), feature.find(q))
         for p, q in zip(dims_of(fgraph, a), dims_of(fgraph, b)))
 
 
@@ -485,7 +487,7 @@ def _covers_axis(fgraph, entry, values, x, axis: int) -> bool:
     if stop is None:
         return True
     feature = _feature(fgraph)
-    return _provably_equal(feature.find(scalar_dim(fgraph, stop)),
+    return provably_equal(feature.find(scalar_dim(fgraph, stop)),
                            feature.find(dims_of(fgraph, x)[axis]))
 
 
@@ -505,7 +507,7 @@ def inc_subtensor_everything(fgraph, node):
     feature = _feature(fgraph)
     xdims = dims_of(fgraph, x)[x.ndim - v.ndim:]
     for static, vd, xd in zip(v.type.shape, dims_of(fgraph, v), xdims):
-        if static != 1 and not _provably_equal(feature.find(vd), feature.find(xd)):
+        if static != 1 and not provably_equal(feature.find(vd), feature.find(xd)):
             return None
     out = node.outputs[0]
     new = elemwise(s.Second(), x, v) if op.set_instead_of_inc else elemwise(s.Add(), x, v)

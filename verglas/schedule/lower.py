@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from verglas.graph.basic import Constant
 from verglas.ops.basic import DimShuffle
-from verglas.ops.elemwise import Elemwise
+from verglas.ops.elemwise import Elemwise, SumToShape
 from verglas.ops.indexing import Subtensor
 from verglas.ops.scan import Scan
 from verglas.schedule.liveness import liveness
@@ -87,9 +87,10 @@ def lower(graph, input_names=(), _cache=None, loop_body: bool = False) -> Progra
     general = _arrange(steps, buffers, outputs, shapes, base_of, frozenset(), shapes.size_of)
     plan = _arrange(steps, buffers, outputs, shapes, base_of, frozenset(checks),
                     specialized_sizes(steps, shapes, checks, len(buffers)))
+    general.pop("shares")
     in_runs = {k for r in plan["repeats"] for k in range(r.first, r.last_step + 1)}
     adopted = adopted_steps(steps, buffers, () if loop_body else outputs, plan["live"],
-                            plan["slots"], in_runs)
+                            plan["slots"], in_runs) | plan.pop("shares")
     return Program(graph, tuple(buffers), tuple(steps), inputs, outputs, shapes,
                    input_names=tuple(input_names), variant="specialized",
                    broadcast_checks=checks, adopted=adopted,
@@ -115,10 +116,81 @@ def _arrange(steps, buffers, outputs, shapes, base_of, assumed, size_of) -> dict
                  else _replace(b, view_of=b.view_of if b.view_of is not None else b.id)
                  for b in buffers]
     fused = grouped | {k for pair in maps for k in pair}
+    takes, shares = _identity_sums(steps, plannable, live, assumed, base_of)
+    for k, g in [(k, steps[k].inputs[0]) for k in takes] + _checked_inplace(
+            steps, plannable, live, assumed, fused, base_of):
+        o = steps[k].outputs[0]
+        plannable[o] = _replace(plannable[o], takes_over=g)
+    if shares:
+        base_of = list(base_of)
+        for k in shares:
+            g, o = steps[k].inputs[0], steps[k].outputs[0]
+            plannable[o] = _replace(plannable[o], view_of=g)
+            base_of[o] = base_of[g]
+        live = liveness(len(buffers), steps, outputs, base_of, spans)
     slots, specs = plan_memory(plannable, steps, live, size_of)
     return {"groups": tuple(groups), "reduce_maps": maps, "live": tuple(live),
             "slots": tuple(slots), "slot_specs": tuple(specs),
-            "repeats": tuple(repeats(steps, buffers, outputs, slots, shapes, fused))}
+            "repeats": tuple(repeats(steps, buffers, outputs, slots, shapes, fused)),
+            "shares": frozenset(shares)}
+
+
+def _identity_sums(steps, plannable, live, assumed, base_of) -> tuple[list, list]:
+    """The SumToShape steps that the variant checks (nothing broadcast: the result is its
+    input's values) whose result needs no storage of its own: (those where the input's
+    storage dies, whose result takes it over as an inplace output does; those where it lives
+    on and no later step overwrites either, whose result shares it as a view). A gradient's
+    factor read by two products through SumToShapes is then one array."""
+    takes, shares = [], []
+    for k in sorted(assumed):
+        step = steps[k]
+        if not isinstance(step.node.op, SumToShape) or not step.node.inputs[0].ndim:
+            continue
+        g, o = step.inputs[0], step.outputs[0]
+        src, dst = plannable[g], plannable[o]
+        if not (src.kind == "temp" and src.view_of is None and src.takes_over is None
+                and not src.is_output and not dst.is_output and dst.view_of is None
+                and dst.takes_over is None):
+            continue
+        if live[g][1] == k:
+            takes.append(k)
+        elif not any(b.takes_over is not None and live[b.id][0] > k
+                     and base_of[b.takes_over] in (base_of[g], o) for b in plannable):
+            shares.append(k)
+    return takes, shares
+
+
+def _checked_inplace(steps, plannable, live, assumed, fused, base_of) -> list:
+    """[(step, input)] for the elementwise steps that the variant checks (nothing broadcast
+    at run time) whose output may take over the storage of an input of its dtype and shape
+    that dies there: the graph's inplace could not prove the shapes equal, the check does (a
+    weight gradient's `zeros + product` writes over the product). Steps of row groups and
+    fused maps keep their own storage."""
+    found = []
+    for k in sorted(assumed):
+        step = steps[k]
+        node = step.node
+        if (k in fused or type(node.op) is not Elemwise or len(step.outputs) != 1
+                or node.op.destroy_map):
+            continue
+        out, o = node.outputs[0], step.outputs[0]
+        dst = plannable[o]
+        if dst.view_of is not None or dst.takes_over is not None:
+            continue
+        element = {i for i, _ in step.element_reads}
+        for i, (var, g) in enumerate(zip(node.inputs, step.inputs)):
+            src = plannable[g]
+            # (read only element by element, at the index written: no view of it, no one
+            # element of it read inside the loop)
+            alone = all(base_of[h] != base_of[g] or (h == g and j not in element)
+                        for j, h in enumerate(step.inputs))
+            if (alone and src.kind == "temp" and src.view_of is None and src.takes_over is None
+                    and not src.is_output and live[g][1] == k and var.dtype == out.dtype
+                    and var.ndim == out.ndim
+                    and all(a != 1 or b == 1 for a, b in zip(var.type.shape, out.type.shape))):
+                found.append((k, g))
+                break
+    return found
 
 
 def _shapes_first(order, inputs) -> list:

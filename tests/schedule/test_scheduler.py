@@ -160,3 +160,23 @@ def test_rnn_gradient_storage_is_the_trace_and_the_gradients():
         shapes = [(hidden,), (steps, hidden), (hidden, hidden), (hidden, hidden), (hidden,)]
         floor = ((steps + 1) * hidden + hidden + steps * hidden + hidden * hidden) * 8
         assert program.peak_bytes(shapes) <= 1.5 * floor
+
+
+def test_an_output_view_of_a_whole_temporary_is_given_away():
+    """`(x @ w)[::-1]` is returned as the view it is (the call allocates the product afresh for
+    it); a view of an input, a part of a temporary, or a temporary two outputs share, is
+    returned as a copy (and peak_bytes counts the copy)."""
+    x = vg.tensor("x", shape=(None, None), dtype="float64")
+    w = vg.tensor("w", shape=(None, None), dtype="float64")
+    product = x @ w
+    program = program_of([x, w], [product[::-1]])
+    (out,) = program.outputs
+    assert program.returned_copies() == ()
+    assert program.storage_of(out).is_output and program.storage_of(out).kind == "temp"
+    shapes = [(30, 4), (4, 5)]
+    assert program.peak_bytes(shapes) == 30 * 5 * 8
+    for outputs in ([x[::-1]], [product[:3]], [product[::-1], product.T]):
+        program = program_of([x, w], outputs)
+        assert program.returned_copies(), outputs
+    program = program_of([x, w], [x[::-1]])
+    assert program.peak_bytes(shapes) == 30 * 4 * 8  # (the copy of the input's rows)

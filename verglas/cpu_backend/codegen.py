@@ -328,6 +328,18 @@ class StepContext(EmitContext):
         """Emit the allocation of output `j` with tuple expression `shape_expr`."""
         return self._storage.alloc(self.step.outputs[j], shape_expr)
 
+    def alloc_in_branch(self, j: int, shape_expr: str) -> str | None:
+        """Emit the allocation of output `j` where the code may not run (a branch in a loop:
+        a loop's collected outputs, once the first step gave their rows' shape) when it needs
+        no workspace offset: its slot's array is there already, or it is a new array. Else
+        None (the caller allocates it another way)."""
+        storage, bid = self._storage, self.step.outputs[j]
+        slot = self.program.slots[bid] if self.program.slots else None
+        if (slot is not None and slot not in storage.slot_storage and storage.workspace
+                and slot not in storage.output_slots) or bid in storage.destinations:
+            return None
+        return storage.alloc(bid, shape_expr)
+
     def adopt(self, j: int, i: int) -> str | None:
         """Let output `j` be input `i` itself, when input i's storage dies at this step (see
         _Storage.adopt); the output's name, or None (then allocate it)."""
@@ -458,6 +470,19 @@ class StepContext(EmitContext):
         for j in range(len(sub_program.outputs)):
             self.line(f"{self.out(j)} = {res}[{j}]")
 
+
+
+def _body_copies(program) -> set:
+    """The outputs of a sub-program returned as copies: all but the temporaries it computes
+    (each once), not views or inplace results."""
+    copies, seen = set(), set()
+    for b in program.outputs:
+        buf = program.buffers[b]
+        if not (buf.kind == "temp" and buf.view_of is None and buf.takes_over is None
+                and b not in seen):
+            copies.add(b)
+        seen.add(_inplace_base(program, b).id)
+    return copies
 
 
 def _inplace_base(program, b: int):
@@ -671,18 +696,11 @@ def generate(program, name: str = "program", parent: ProgramSource | None = None
     storage = _Storage(program, names, src, workspace=parent is None and config.workspace)
 
     _emit_units(program, src, names, contiguous, storage)
-    outs = []
-    seen: set[int] = set()
-    for b in program.outputs:
-        base = _inplace_base(program, b)
-        owned = base.kind == "temp" and base.view_of is None and (
-            base.id == b or (parent is None and program.slots
-                             and program.slots[base.id] is not None))
-        # (an output computed in place over a temporary owns that temporary's array: its slot
-        # is the output's own, allocated afresh, never the workspace's)
-        outs.append(names[b] if owned and base.id not in seen and b not in names.scalars
-                    else f"{names[b]}.copy()")
-        seen.add(base.id)
+    # (the scheduler's decision: an output owns its storage, or a copy is returned; a
+    # sub-program's outputs are copied into their places by its caller)
+    copies = set(program.returned_copies()) if parent is None else _body_copies(program)
+    outs = [f"{names[b]}.copy()" if b in copies or b in names.scalars else names[b]
+            for b in program.outputs]
     src.workspace, src.reserved = storage.used_workspace, storage.reserved
     if src.workspace:  # the last argument; given back with the bytes a call should have
         args.append("ws")

@@ -283,8 +283,9 @@ def _emit_scan(op, ctx) -> None:
             at = step if wi is None else wi
             shape = f"({length},)" + ("" if kind == "scalar" else f" + {value}.shape")
             ctx.line(f"if {step} == 0:")
-            with ctx.indent():
-                ctx.line(f"{tr} = np.empty({shape}, {np_dtype(t.dtype)})")
+            with ctx.indent():  # (the memory plan's storage where it is at hand)
+                planned = ctx.alloc_in_branch(n_states + i, shape) if wi is None else None
+                ctx.line(f"{tr} = " + (planned or f"np.empty({shape}, {np_dtype(t.dtype)})"))
             if kind == "scalar":
                 ctx.line(f"{tr}[{at}] = {value}")
             else:

@@ -74,6 +74,8 @@ def lower(graph, input_names=(), _cache=None, loop_body: bool = False) -> Progra
     buffers = [b if b.id not in out_set else _replace(b, is_output=True) for b in buffers]
 
     shapes = ShapeTable(graph, [b.var for b in buffers], input_names)
+    given = _given_views(buffers, outputs, shapes)
+    buffers = [b if b.id not in given else _replace(b, is_output=True) for b in buffers]
     checks = broadcast_checks(steps, shapes)
     base_of = list(range(len(buffers)))
     for b in buffers:
@@ -89,8 +91,9 @@ def lower(graph, input_names=(), _cache=None, loop_body: bool = False) -> Progra
                     specialized_sizes(steps, shapes, checks, len(buffers)))
     general.pop("shares")
     in_runs = {k for r in plan["repeats"] for k in range(r.first, r.last_step + 1)}
-    adopted = adopted_steps(steps, buffers, () if loop_body else outputs, plan["live"],
-                            plan["slots"], in_runs) | plan.pop("shares")
+    owned = () if loop_body else tuple(b.id for b in buffers if b.is_output)  # (given too)
+    adopted = adopted_steps(steps, buffers, owned, plan["live"], plan["slots"],
+                            in_runs) | plan.pop("shares")
     return Program(graph, tuple(buffers), tuple(steps), inputs, outputs, shapes,
                    input_names=tuple(input_names), variant="specialized",
                    broadcast_checks=checks, adopted=adopted,
@@ -252,6 +255,26 @@ def element_reads(nodes, outputs) -> dict:
                     or user.outputs[0] in kept for user, i in clients.get(var, [])):
                 kept[var] = found[var]
     return kept
+
+
+def _given_views(buffers, outputs, shapes) -> set:
+    """The temporaries an output is a view of, of its whole size (a reversal, a transpose:
+    a gradient's rows computed backwards), that no other output shares: the call allocates
+    them afresh and returns the view as it is (Program.returned_copies), not a copy of it."""
+    def storage(b):
+        while buffers[b].view_of is not None or buffers[b].takes_over is not None:
+            b = buffers[b].view_of if buffers[b].view_of is not None else buffers[b].takes_over
+        return b
+
+    bases = [storage(b) for b in outputs]
+    given = set()
+    for b, base in zip(outputs, bases):
+        buf = buffers[base]
+        if (buffers[b].view_of is not None and buf.kind == "temp" and base not in outputs
+                and bases.count(base) == 1 and buffers[b].ndim and buf.ndim
+                and shapes.size_of(b) is shapes.size_of(base)):
+            given.add(base)
+    return given
 
 
 def _aliases_root(buf, buffers, base_of) -> bool:

@@ -120,6 +120,32 @@ class Program:
     def buffer_of(self, var) -> Buffer:
         return self.buffers[self._index[var]]
 
+    def storage_of(self, b: int) -> Buffer:
+        """The buffer whose storage buffer `b` uses (through views and inplace results)."""
+        buf = self.buffers[b]
+        while buf.view_of is not None or buf.takes_over is not None:
+            buf = self.buffers[buf.view_of if buf.view_of is not None else buf.takes_over]
+        return buf
+
+    def returned_copies(self) -> tuple[int, ...]:
+        """The outputs a call returns as copies: those whose storage is not theirs to give (an
+        input's or a constant's, the workspace's, another output's). The others own their
+        storage, a slot allocated afresh by every call (one holding an output: itself, the
+        temporary it was computed over in place, or the temporary it is a view of where the
+        plan gives that away, lower.py `_given_views`) and are returned as they are."""
+        slots = self.slots or ()
+        fresh = {slots[b.id] for b in self.buffers if b.is_output and slots
+                 and slots[b.id] is not None}
+        copies, seen = [], set()
+        for b in self.outputs:
+            base = self.storage_of(b)
+            owned = base.kind == "temp" and base.id not in seen and (
+                base.id == b or (slots and slots[base.id] in fresh))
+            if not owned:
+                copies.append(b)
+            seen.add(base.id)
+        return tuple(copies)
+
     def __post_init__(self):
         object.__setattr__(self, "_index", {b.var: b.id for b in self.buffers})
         grouped = {s.index for g in self.groups for s in g.steps}
@@ -151,8 +177,10 @@ class Program:
     def peak_bytes(self, input_shapes) -> int:
         """Bytes of intermediate and output storage a call needs, computed without running.
 
-        Storage slots of the memory plan are counted once each (reused buffers share one);
-        inputs and constants are not counted. Raises ValueError when a buffer's size depends on
+        Storage slots of the memory plan are counted once each (reused buffers share one), and
+        the outputs returned as copies (`returned_copies`); inputs and constants are not, nor
+        the copies a backend makes of operands it cannot read as they are (a matrix product's
+        operand with negative strides). Raises ValueError when a buffer's size depends on
         input values rather than shapes.
         """
         shapes = self.buffer_shapes(input_shapes)
@@ -166,7 +194,9 @@ class Program:
                                  f"depends on input values")
             nbytes = int(np.prod(shape, dtype=np.int64)) * buf.itemsize
             slot_bytes[slot] = max(slot_bytes.get(slot, 0), nbytes)
-        return sum(slot_bytes.values()) + self._ring_bytes(shapes)
+        copies = sum(int(np.prod(shapes[b], dtype=np.int64)) * self.buffers[b].itemsize
+                     for b in self.returned_copies() if shapes[b] is not None)
+        return sum(slot_bytes.values()) + self._ring_bytes(shapes) + copies
 
     def _ring_bytes(self, shapes) -> int:
         """The rings loops write their kept outputs' entries into (loops.py), at most."""

@@ -62,7 +62,7 @@ _COMPLEX = {
     "isinf": "cmath.isinf(x)", "sign": "complex_sign(x)",
     "lt": "complex_lt(x, y)", "le": "complex_le(x, y)", "gt": "complex_lt(y, x)",
     "ge": "complex_le(y, x)", "maximum": "complex_maximum(x, y)",
-    "minimum": "complex_minimum(x, y)", "clip": "complex_minimum(complex_maximum(x, y), z)",
+    "minimum": "complex_minimum(x, y)", "clip": "complex_clip(x, y, z)",
     "true_div": "complex_divide(x, y)", "reciprocal": "complex_divide(1, x)",
 }
 # signed integers: in uint64, where +, - and * wrap around (the cast to the result's dtype
@@ -240,6 +240,16 @@ HELPERS = {
     if a != a or complex_le(a, b):
         return a
     return b
+''',
+    "complex_clip": '''def complex_clip(x, lo, hi):
+    """numpy's clip of complex numbers: a NaN wins (x first, then lo, then hi), and unlike
+    maximum and minimum a tie gives the bound (clip(-0+0j, 0j, 1) is 0j, not -0+0j)."""
+    if x != x:
+        return x
+    m = x if complex_lt(lo, x) else lo
+    if m != m:
+        return m
+    return m if complex_lt(m, hi) else hi
 ''',
     "complex_sign": '''def complex_sign(z):
     """numpy's sign of a complex number: z / |z|, 0 for 0, and for an infinite part the sign

@@ -558,3 +558,20 @@ def test_an_inner_graph_of_constants_lowers():
     values = [np.array(37, dtype="uint8"), np.array([0, 1, 2], dtype="int64")]
     for mode in ("fast_run", "reference"):
         same(run([x0, x2], [v >= x2], values, mode=mode)[0], np.array([True, True, False]))
+
+
+def test_complex_clip_gives_the_bound_on_a_tie():
+    """clip of complex numbers (seed 6052): numpy's complex clip gives the bound where x equals
+    it (-0+0j clipped below at 0 is 0j), unlike its real clip and its complex maximum and
+    minimum, which keep x; NaN anywhere gives NaN."""
+    x, lo, hi = t("x", (None,), "complex128"), t("lo", (None,), "bool"), t("hi", (), F64)
+    nan = float("nan")
+    values = [np.array([complex(-0.0, 0.0), complex(-0.0, -0.0), complex(0.0, -0.0),
+                        complex(-0.0, -1.0), complex(256.0, -0.0), complex(256.0, 1.0),
+                        complex(nan, 0.0), complex(3.0, 2.0)]),
+              np.array([False] * 7 + [True]), np.array(256.0)]
+    want = np.clip(*values)
+    for mode in ("fast_run", "reference"):
+        same(run([x, lo, hi], [vg.clip(x, lo, hi)], values, mode=mode)[0], want)
+    values[2] = np.array(nan)
+    same(run([x, lo, hi], [vg.clip(x, lo, hi)], values)[0], np.clip(*values))

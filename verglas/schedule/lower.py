@@ -11,7 +11,7 @@ from verglas.schedule.liveness import liveness
 from verglas.schedule.loops import body_input_names, plan_loop
 from verglas.schedule.memory import plan_memory
 from verglas.schedule.reduce_maps import reduce_maps
-from verglas.schedule.program import Buffer, Program, Step
+from verglas.schedule.program import SHARE_MIN_USES, Buffer, Program, Step
 from verglas.schedule.repeats import repeats
 from verglas.schedule.rowgroups import row_groups
 from verglas.schedule.shapes import ShapeTable
@@ -168,13 +168,17 @@ def _checked_inplace(steps, plannable, live, assumed, fused, base_of) -> list:
     at run time) whose output may take over the storage of an input of its dtype and shape
     that dies there: the graph's inplace could not prove the shapes equal, the check does (a
     weight gradient's `zeros + product` writes over the product). Steps of row groups and
-    fused maps keep their own storage."""
+    fused maps keep their own storage, and so do the steps of an op that many steps run: they
+    share one kernel (Program.shared_kernels), which writing over an input would split."""
+    uses: dict = {}
+    for step in steps:
+        uses[step.node.op] = uses.get(step.node.op, 0) + 1
     found = []
     for k in sorted(assumed):
         step = steps[k]
         node = step.node
         if (k in fused or type(node.op) is not Elemwise or len(step.outputs) != 1
-                or node.op.destroy_map):
+                or node.op.destroy_map or uses[node.op] >= SHARE_MIN_USES):
             continue
         out, o = node.outputs[0], step.outputs[0]
         dst = plannable[o]

@@ -74,8 +74,6 @@ def lower(graph, input_names=(), _cache=None, loop_body: bool = False) -> Progra
     buffers = [b if b.id not in out_set else _replace(b, is_output=True) for b in buffers]
 
     shapes = ShapeTable(graph, [b.var for b in buffers], input_names)
-    given = _given_views(buffers, outputs, shapes)
-    buffers = [b if b.id not in given else _replace(b, is_output=True) for b in buffers]
     checks = broadcast_checks(steps, shapes)
     base_of = list(range(len(buffers)))
     for b in buffers:
@@ -83,6 +81,8 @@ def lower(graph, input_names=(), _cache=None, loop_body: bool = False) -> Progra
             base_of[b.id] = base_of[b.view_of]
         elif b.takes_over is not None:
             base_of[b.id] = base_of[b.takes_over]
+    given = _given_views(buffers, outputs, shapes, base_of)
+    buffers = [b if b.id not in given else _replace(b, is_output=True) for b in buffers]
     # the general variant: any dim may broadcast at run time, planned with the symbolic sizes;
     # the specialized one: its checked steps may join row groups, and a slot may be shared
     # between sizes its checks take to be equal (variants.py)
@@ -261,16 +261,11 @@ def element_reads(nodes, outputs) -> dict:
     return kept
 
 
-def _given_views(buffers, outputs, shapes) -> set:
+def _given_views(buffers, outputs, shapes, base_of) -> set:
     """The temporaries an output is a view of, of its whole size (a reversal, a transpose:
     a gradient's rows computed backwards), that no other output shares: the call allocates
     them afresh and returns the view as it is (Program.returned_copies), not a copy of it."""
-    def storage(b):
-        while buffers[b].view_of is not None or buffers[b].takes_over is not None:
-            b = buffers[b].view_of if buffers[b].view_of is not None else buffers[b].takes_over
-        return b
-
-    bases = [storage(b) for b in outputs]
+    bases = [base_of[b] for b in outputs]
     given = set()
     for b, base in zip(outputs, bases):
         buf = buffers[base]

@@ -1,11 +1,12 @@
-"""Where the CPU codegen keeps temporaries: `_Storage.adopt` lets a step's result be its input's
+"""Where the CPU codegen keeps temporaries: `Storage.adopt` lets a step's result be its input's
 array (a copy saved) only where the memory plan allows it; checked on hand-made plans."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
-from verglas.cpu_backend.codegen import ProgramSource, _Storage
+from verglas.cpu_backend.codegen import ProgramSource
+from verglas.cpu_backend.storage import Storage as _Storage
 
 
 def _plan(live, slots, takes_over=None, outputs=(), dtypes=None):

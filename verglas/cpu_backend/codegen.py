@@ -11,15 +11,16 @@ from verglas.config import config
 # each kernel module registers its ops' kernels into `emit` (and their helpers) on import
 from verglas.cpu_backend import (array_kernels, index_kernels, inner_kernels,  # noqa: F401
                                  reduce_kernels, shape_kernels)
-from verglas.cpu_backend.dimfacts import DimFacts, tuple_items
+from verglas.cpu_backend.dimfacts import DimFacts
 from verglas.cpu_backend.dtypes import np_dtype, storage_dtype, to_storage
-from verglas.cpu_backend.intrinsics import (c_view, empty_expr, prefer_wide_vectors, ws_add,
-                                            ws_carve, ws_reserve, ws_take, zero_d)
+from verglas.cpu_backend.intrinsics import (empty_expr, prefer_wide_vectors, ws_add,
+                                            ws_reserve, ws_take, zero_d)
 from verglas.cpu_backend.kernels import EmitContext, emit
 from verglas.cpu_backend.rowfusion import emit_row_group
+from verglas.cpu_backend.storage import Storage
 from verglas.schedule.program import Step
 from verglas.schedule.repeats import Repeat
-from verglas.source import Emitter, tuple_expr
+from verglas.source import Emitter
 
 __all__ = ["Emitter", "ProgramSource", "generate", "INLINE_CONSTANT_LIMIT", "np_dtype"]
 
@@ -104,8 +105,8 @@ class ProgramSource:
         self.specialized = False
         self.parallel = False  # whether some function runs loops on the thread pool
         self.root = self  # the program's source (a sub-function's parent's)
-        self.workspace = False  # whether it takes a workspace `ws` (see _Storage)
-        self.reserved: list = []  # what the workspace's top reserves (_Storage.reserved)
+        self.workspace = False  # whether it takes a workspace `ws` (see Storage)
+        self.reserved: list = []  # what the workspace's top reserves (Storage.reserved)
         self.bare = False  # whether it returns its one output as it is, not in a tuple
         self.facts = DimFacts(self.globals)  # lengths its code has proven equal so far
         # the depth of the function's straight-line code, where facts learned hold below: 1,
@@ -342,7 +343,7 @@ class StepContext(EmitContext):
 
     def adopt(self, j: int, i: int) -> str | None:
         """Let output `j` be input `i` itself, when input i's storage dies at this step (see
-        _Storage.adopt); the output's name, or None (then allocate it)."""
+        Storage.adopt); the output's name, or None (then allocate it)."""
         return self._storage.adopt(self.step.outputs[j], self.step.inputs[i], self.step.index)
 
     def check_equal(self, pairs, exc: str, message: str) -> None:
@@ -429,7 +430,7 @@ class StepContext(EmitContext):
                 names[buf.id] = src.add_global("const", to_storage(np.array(buf.var.data,
                                                                              order="C")))
                 contiguous[buf.id] = True
-        storage = _Storage(program, names, src, self._storage.workspace, parent=self._storage)
+        storage = Storage(program, names, src, self._storage.workspace, parent=self._storage)
         storage.destinations = {program.outputs[j]: dest
                                 for j, dest in (destinations or {}).items()}
         try:
@@ -493,153 +494,6 @@ def _inplace_base(program, b: int):
     return buf
 
 
-class _Storage:
-    """Where temporaries live: the memory plan's slots, each one array reused by later buffers
-    of its dtype and size (see schedule/memory.py).
-
-    With a `workspace`, slots that never hold a program output are carved from the byte array
-    `ws` the runner keeps across calls, so a steady state allocates only its outputs. A slot
-    whose shape DimFacts can write in the inputs' lengths is reserved at the function's top
-    (ws_add, then ws_reserve: one allocation when `ws` is too small) and carved without a
-    check (ws_carve, the least code per site); the others are taken where they come (ws_take,
-    a new array when `ws` is full; `wo` counts the bytes the next call should have).
-    """
-
-    def __init__(self, program, names, src: ProgramSource, workspace: bool = False,
-                 parent: _Storage | None = None):
-        self.program, self.names, self.src, self.em = program, names, src, src.emitter
-        # slot -> (array, its shape expr, whether the array is new: one an output may take)
-        self.slot_storage: dict[int, tuple[str, str, bool]] = {}
-        slots = program.slots or ()
-        # (a loop body's outputs are copied into their rows, or computed there, before the
-        # next iteration takes the same workspace again: they need no array of their own)
-        self.output_slots = set() if parent is not None else {
-            slots[b.id] for b in program.buffers
-            if b.is_output and slots and slots[b.id] is not None}
-        self.workspace = workspace
-        # the function's storage (a loop body's shares its workspace, reservations and flags)
-        self.root = self if parent is None else parent.root
-        self.used_workspace = False  # whether the code reads `ws` (the root's)
-        self.takes = 0  # how many arrays are taken from it as they come (ws_take; the root's)
-        # (shape in the inputs' lengths, dtype) of each array carved at offset `wq<k>`
-        self.reserved: list[tuple[str, str]] = [] if parent is None else parent.reserved
-        # a loop body's outputs computed straight into rows: buffer -> (row expr, message)
-        self.destinations: dict[int, tuple[str, str]] = {}
-        self.directed: set[int] = set()  # the buffers that were
-
-    def alloc(self, bid: int, shape_expr: str) -> str:
-        """Emit the allocation of buffer `bid` with tuple expression `shape_expr`."""
-        buf = self.program.buffers[bid]
-        out = self.names[bid]
-        # facts learned here hold below (see dimfacts.py)
-        at_top = self.em.depth == self.src.straight_depth
-        facts = self.src.facts if at_top else DimFacts()
-        if buf.takes_over is not None:  # inplace: write into the destroyed input's storage
-            self.em.line(f"{out} = {self.names[buf.takes_over]}")
-            facts.same_shape(out, self.names[buf.takes_over], buf.ndim)
-            return out
-        dims = tuple_items(shape_expr) if shape_expr else None
-        if dims is not None and len(dims) != buf.ndim:
-            dims = None
-        if bid in self.destinations:  # a loop body's state, computed into its row
-            row, message = self.destinations[bid]
-            self.em.line(f"{out} = {row}")
-            pairs = ([(f"{out}.shape[{d}]", e) for d, e in enumerate(dims)]
-                     if dims is not None else [(f"{out}.shape", shape_expr)])
-            todo = self.src.facts.unproven(pairs) if dims is not None else pairs
-            if todo:
-                self.em.line(f"if {' or '.join(f'{a} != {b}' for a, b in todo)}:")
-                with self.em.indent():
-                    self.em.line(f"raise ValueError({message!r})")
-            if dims is not None:
-                facts.shape_is(out, dims)
-            self.directed.add(bid)
-            return out
-        # the shape in the inputs' lengths, if known: then the function's top reserves it
-        forms = [facts.input_form(d) for d in dims] if dims is not None and at_top else None
-        if dims is not None:
-            facts.shape_is(out, dims)
-        slot = self.program.slots[bid] if self.program.slots else None
-        if slot is None or slot not in self.slot_storage:
-            new = slot is None or not self.workspace or slot in self.output_slots
-            dtype = np_dtype(buf.dtype)
-            if new:
-                self.em.line(f"{out} = {empty_expr(self.src, shape_expr, buf.dtype)}")
-            elif forms is not None and None not in forms:
-                carve = self.src.add_global("ws_carve", ws_carve)
-                self.em.line(f"{out} = {carve}(ws, wq{len(self.reserved)}, {shape_expr}, "
-                             f"{dtype})")
-                self.reserved.append((tuple_expr(forms), dtype))
-                self.root.used_workspace = True
-            else:  # a size known only here (it depends on values): taken as it comes
-                take = self.src.add_global("ws_take", ws_take)
-                self.em.line(f"{out}, wo = {take}(ws, wo, {shape_expr}, {dtype})")
-                self.root.used_workspace = True
-                self.root.takes += 1
-            if slot is not None:
-                self.slot_storage[slot] = (out, shape_expr, new)
-        else:  # reuse the storage of a dead buffer of the same dtype and size
-            storage, storage_shape, _ = self.slot_storage[slot]
-            if shape_expr == storage_shape:  # (names are never rebound: the same shape)
-                self.em.line(f"{out} = {storage}")
-            else:
-                view = self.src.add_global("view", c_view)
-                self.em.line(f"{out} = {view}({storage}, {shape_expr})")
-        return out
-
-    def adopt(self, bid: int, source: int, step: int) -> str | None:
-        """Make buffer `bid` (an output of `step`) the array of buffer `source` instead of a
-        copy of it; the caller guarantees equal shapes and that `step` writes nothing.
-
-        Allowed when neither is destroyed while the other still needs the array, and neither
-        is a program output sharing it with another. If `bid` outlives `source`, the two slots
-        swap arrays: later buffers of `bid`'s slot (which start after `bid` dies) get
-        `source`'s, those of `source`'s slot the other one (or a new one); a slot holding a
-        program output takes only a new array, never the workspace's. Returns the name, or
-        None where the memory plan does not allow it.
-        """
-        program, slots, live = self.program, self.program.slots, self.program.live
-        if slots and slots[bid] is None and program.buffers[bid].kind == "temp" \
-                and step in program.adopted:
-            return self._alias(bid, source)  # the plan shares the array (lower._identity_sums)
-        if not slots or slots[bid] is None or slots[source] is None:
-            return None
-        s_in, s_out = slots[source], slots[bid]
-        buffers = program.buffers
-        # (a loop body's outputs are copied out by the loop: they need no arrays of their own)
-        owned = self.root is self
-        if (s_in not in self.slot_storage or (owned and buffers[source].is_output)
-                or buffers[bid].dtype != buffers[source].dtype):
-            return None  # (its array is a view of an input, or returned as it is)
-        # when the array of `source` is last needed (its inplace results share its slot)
-        end = max(live[b][1] for b, slot in enumerate(slots)
-                  if slot == s_in and live[b][0] <= step)
-        destroyed = {b.takes_over for b in buffers if b.takes_over is not None
-                     and live[b.id][0] > step}
-        if end > step and (source in destroyed or bid in destroyed
-                           or (owned and buffers[bid].is_output)):
-            return None
-        if live[bid][1] > end:
-            if self.src.repeats:
-                return None  # (in a repeat's loop every iteration must find the same arrays)
-            array = self.slot_storage[s_in]
-            previous = self.slot_storage.get(s_out)
-            if (s_out in self.output_slots and not array[2]) or (
-                    previous is not None and s_in in self.output_slots and not previous[2]):
-                return None
-            del self.slot_storage[s_in]
-            self.slot_storage[s_out] = array
-            if previous is not None:
-                self.slot_storage[s_in] = previous
-        return self._alias(bid, source)
-
-    def _alias(self, bid: int, source: int) -> str:
-        out = self.names[bid]
-        self.em.line(f"{out} = {self.names[source]}")
-        if self.em.depth == self.src.straight_depth:
-            self.src.facts.same_shape(out, self.names[source], self.program.buffers[bid].ndim)
-        return out
-
 def generate(program, name: str = "program", parent: ProgramSource | None = None
              ) -> ProgramSource:
     """The source of one function computing `program` (its kernels registered in kernels.py).
@@ -691,9 +545,9 @@ def generate(program, name: str = "program", parent: ProgramSource | None = None
             args.append(names[buf.id])
         contiguous[buf.id] = True
 
-    # temporaries live in a workspace kept across calls (see _Storage); config.workspace False
+    # temporaries live in a workspace kept across calls (see Storage); config.workspace False
     # (VERGLAS_WORKSPACE=0) makes every call allocate them afresh (nothing held between calls)
-    storage = _Storage(program, names, src, workspace=parent is None and config.workspace)
+    storage = Storage(program, names, src, workspace=parent is None and config.workspace)
 
     _emit_units(program, src, names, contiguous, storage)
     # (the scheduler's decision: an output owns its storage, or a copy is returned; a
@@ -723,7 +577,7 @@ def generate(program, name: str = "program", parent: ProgramSource | None = None
 
 
 def _emit_units(program, src: ProgramSource, names: _Names, contiguous: dict,
-                storage: _Storage, label: str = "step") -> None:
+                storage: Storage, label: str = "step") -> None:
     """The code of `program`'s units, in order, into `src` (a whole function's body, or a loop
     body inline in one: `label` "body step" tells its comments apart)."""
     em = src.emitter

@@ -348,7 +348,7 @@ def ws_take(typingctx, ws, offset, shape, dtype):
     """(array, end): a C-contiguous array of `shape` and `dtype` carved from the byte array `ws`
     at `offset`, and the offset after it (rounded up to WORKSPACE_ALIGN); where it does not fit
     in `ws` (or its size overflows), a new array instead, while `end` still counts it, so the
-    final offset is the workspace a call needs (see codegen._Storage)."""
+    final offset is the workspace a call needs (see storage.Storage)."""
     found = _item_and_dims(dtype, shape)
     if found is None or not (isinstance(ws, types.Array) and ws.ndim == 1 and ws.layout == "C"
                              and ws.dtype == types.uint8 and isinstance(offset, types.Integer)):
@@ -433,7 +433,7 @@ def ws_reserve(typingctx, ws, need):
 def ws_carve(typingctx, ws, offset, shape, dtype):
     """The C-contiguous array of `shape` and `dtype` at byte `offset` of workspace `ws`; the
     caller guarantees it lies inside (the function's top reserved every such array's bytes
-    with ws_add and ws_reserve, see codegen._Storage). It holds `ws` alive."""
+    with ws_add and ws_reserve, see storage.Storage). It holds `ws` alive."""
     found = _item_and_dims(dtype, shape)
     if found is None or not isinstance(ws, types.Array):
         return None

@@ -11,7 +11,7 @@ from verglas.schedule.liveness import liveness
 from verglas.schedule.loops import body_input_names, plan_loop
 from verglas.schedule.memory import plan_memory
 from verglas.schedule.reduce_maps import reduce_maps
-from verglas.schedule.program import SHARE_MIN_USES, Buffer, Program, Step
+from verglas.schedule.program import Buffer, Program, Step, shared_ops
 from verglas.schedule.repeats import repeats
 from verglas.schedule.rowgroups import row_groups
 from verglas.schedule.shapes import ShapeTable
@@ -150,10 +150,7 @@ def _identity_sums(steps, plannable, live, assumed, base_of) -> tuple[list, list
         if not isinstance(step.node.op, SumToShape) or not step.node.inputs[0].ndim:
             continue
         g, o = step.inputs[0], step.outputs[0]
-        src, dst = plannable[g], plannable[o]
-        if not (src.kind == "temp" and src.view_of is None and src.takes_over is None
-                and not src.is_output and not dst.is_output and dst.view_of is None
-                and dst.takes_over is None):
+        if not (_hands_on(plannable[g]) and _hands_on(plannable[o])):
             continue
         if live[g][1] == k:
             takes.append(k)
@@ -163,6 +160,13 @@ def _identity_sums(steps, plannable, live, assumed, base_of) -> tuple[list, list
     return takes, shares
 
 
+def _hands_on(buf) -> bool:
+    """Whether `buf` is a temporary with storage of its own that no output keeps: a step may
+    take its storage over or share it."""
+    return (buf.kind == "temp" and buf.view_of is None and buf.takes_over is None
+            and not buf.is_output)
+
+
 def _checked_inplace(steps, plannable, live, assumed, fused, base_of) -> list:
     """[(step, input)] for the elementwise steps that the variant checks (nothing broadcast
     at run time) whose output may take over the storage of an input of its dtype and shape
@@ -170,29 +174,24 @@ def _checked_inplace(steps, plannable, live, assumed, fused, base_of) -> list:
     weight gradient's `zeros + product` writes over the product). Steps of row groups and
     fused maps keep their own storage, and so do the steps of an op that many steps run: they
     share one kernel (Program.shared_kernels), which writing over an input would split."""
-    uses: dict = {}
-    for step in steps:
-        uses[step.node.op] = uses.get(step.node.op, 0) + 1
+    shared = shared_ops(steps, fused)
     found = []
     for k in sorted(assumed):
         step = steps[k]
         node = step.node
         if (k in fused or type(node.op) is not Elemwise or len(step.outputs) != 1
-                or node.op.destroy_map or uses[node.op] >= SHARE_MIN_USES):
+                or node.op.destroy_map or node.op in shared):
             continue
         out, o = node.outputs[0], step.outputs[0]
-        dst = plannable[o]
-        if dst.view_of is not None or dst.takes_over is not None:
+        if plannable[o].view_of is not None or plannable[o].takes_over is not None:
             continue
         element = {i for i, _ in step.element_reads}
-        for i, (var, g) in enumerate(zip(node.inputs, step.inputs)):
-            src = plannable[g]
+        for var, g in zip(node.inputs, step.inputs):
             # (read only element by element, at the index written: no view of it, no one
             # element of it read inside the loop)
             alone = all(base_of[h] != base_of[g] or (h == g and j not in element)
                         for j, h in enumerate(step.inputs))
-            if (alone and src.kind == "temp" and src.view_of is None and src.takes_over is None
-                    and not src.is_output and live[g][1] == k and var.dtype == out.dtype
+            if (alone and _hands_on(plannable[g]) and live[g][1] == k and var.dtype == out.dtype
                     and var.ndim == out.ndim
                     and all(a != 1 or b == 1 for a, b in zip(var.type.shape, out.type.shape))):
                 found.append((k, g))

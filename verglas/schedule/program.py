@@ -75,6 +75,20 @@ class Step:
         return None
 
 
+def shared_ops(steps, elsewhere) -> dict:
+    """{op: how many steps run it} for the elementwise (over arrays) and reduction (over
+    matrices and up) ops that SHARE_MIN_USES or more steps run outside `elsewhere` (the steps
+    whose code is a row group's, a fused map's or a repeat's): see Program.shared_kernels."""
+    uses: dict = {}
+    for s in steps:  # loops over arrays (a 0-d step is a few inline statements)
+        op = s.node.op
+        looped = (isinstance(op, Elemwise) and s.node.outputs[0].ndim >= 1) or (
+            isinstance(op, Reduce) and s.node.inputs[0].ndim >= 2)
+        if looped and s.index not in elsewhere:
+            uses[op] = uses.get(op, 0) + 1
+    return {op: n for op, n in uses.items() if n >= SHARE_MIN_USES}
+
+
 @dataclass(frozen=True, eq=False)
 class Program:
     """The scheduled form of a frozen graph, shared by the CPU and CUDA backends."""
@@ -152,15 +166,7 @@ class Program:
         # a repeat's later iterations run the body's code again: no code of their own
         grouped |= {k for r in self.repeats for k in range(r.first + r.period, r.last_step + 1)}
         grouped |= {k for pair in self.reduce_maps for k in pair}  # (code of their own)
-        uses: dict = {}
-        for s in self.steps:  # loops over arrays (a 0-d step is a few inline statements)
-            op = s.node.op
-            looped = (isinstance(op, Elemwise) and s.node.outputs[0].ndim >= 1) or (
-                isinstance(op, Reduce) and s.node.inputs[0].ndim >= 2)
-            if looped and s.index not in grouped:
-                uses[op] = uses.get(op, 0) + 1
-        object.__setattr__(self, "_shared", {op: n for op, n in uses.items()
-                                             if n >= SHARE_MIN_USES})
+        object.__setattr__(self, "_shared", shared_ops(self.steps, grouped))
 
     def shared_kernels(self) -> dict:
         """{op: its steps} for the elementwise (over arrays) and reduction (over matrices and up)

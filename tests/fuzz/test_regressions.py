@@ -575,3 +575,16 @@ def test_complex_clip_gives_the_bound_on_a_tie():
         same(run([x, lo, hi], [vg.clip(x, lo, hi)], values, mode=mode)[0], want)
     values[2] = np.array(nan)
     same(run([x, lo, hi], [vg.clip(x, lo, hi)], values)[0], np.clip(*values))
+
+
+def test_complex_values_set_into_bools_test_both_parts():
+    """set_subtensor of complex values into a bool array (seed 8588): numpy's setitem makes
+    a complex value true where either part is nonzero; the update kept the real part only
+    (-0-9e18j became False)."""
+    x, b = t("x", (None, None), "complex64"), t("b", (None, None), "bool")
+    values = [np.array([[complex(-0.0, -9e18), complex(0.0, 1.0), complex(1e-45, 0.0), 0j]],
+                       dtype="complex64"), np.ones((1, 4), dtype=bool)]
+    want = values[1].copy()
+    want[None][...] = values[0]
+    for mode in ("fast_run", "reference"):
+        same(run([x, b], [vg.set_subtensor(b[None,], x)], values, mode=mode)[0], want)

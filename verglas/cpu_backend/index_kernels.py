@@ -139,8 +139,8 @@ def _check_value(ctx, op, v: str, vndim: int, target: list[str]) -> None:
 
 def _stored(ctx, op, target: str, val: str) -> str:
     """The value an update writes to `target`: `val`, or target + val, converted to x's dtype
-    as numpy's setitem converts (a complex value keeps its real part, a float16 one is
-    rounded to half precision)."""
+    as numpy's setitem converts (a complex value keeps its real part, but is true as a bool
+    where either part is nonzero; a float16 one is rounded to half precision)."""
     x_dtype, v_dtype = ctx.input_var(0).dtype, ctx.input_var(1).dtype
     if not op.set_instead_of_inc:
         v_dtype = np.result_type(x_dtype, v_dtype).name
@@ -148,8 +148,8 @@ def _stored(ctx, op, target: str, val: str) -> str:
             val = arith(ctx, "+", target, cast_expr(val, x_dtype, ctx.src), x_dtype)
         else:
             val = f"{target} + {val}"
-    if np.dtype(v_dtype).kind == "c" and np.dtype(x_dtype).kind != "c":
-        val = f"({val}).real"
+    if np.dtype(v_dtype).kind == "c" and np.dtype(x_dtype).kind not in "cb":
+        val = f"({val}).real"  # (to bool: whether either part is nonzero, the cast's test)
     if v_dtype == x_dtype and x_dtype != "float16":
         return val
     return cast_expr(val, x_dtype, ctx.src)

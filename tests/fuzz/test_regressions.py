@@ -588,3 +588,25 @@ def test_complex_values_set_into_bools_test_both_parts():
     want[None][...] = values[0]
     for mode in ("fast_run", "reference"):
         same(run([x, b], [vg.set_subtensor(b[None,], x)], values, mode=mode)[0], want)
+
+
+def test_index_arrays_of_an_empty_block_are_not_bounds_checked():
+    """Advanced indexing whose index arrays broadcast to an empty block (seeds 8128, 8355):
+    numpy reads none of their values, so it checks none of them (it still checks integers, and
+    index arrays of a non-empty block when the rest of the result is empty); the fast_run
+    program raised IndexError, at run time and, once shapes were specialized, at make_node."""
+    x, i = t("x", (None, None), "complex64"), t("i", (None,), "int64")
+    empty, zero = np.zeros((0,), dtype="int64"), np.array([0], dtype="int64")
+    values = [np.zeros((0, 1), dtype="complex64"), empty]
+    for mode in ("fast_run", "reference"):
+        got = run([x, i], [x[zero, i], vg.inc_subtensor(x[zero, i], 1)], values, mode=mode)
+        same(got[0], values[0][zero, empty])
+        same(got[1], values[0])
+    u = t("u", (None, None, None), "uint32")
+    v = u[np.array([0, 0], dtype="int64"), u, 3:-3:-2]
+    values = [np.zeros((0, 1, 1), dtype="uint32")]
+    same(run([u], [v], values)[0], values[0][np.array([0, 0]), values[0], 3:-3:-2])
+    f = vg.compile([x, i], [x[i, :]])
+    for shape in ((2, 0), (0, 1)):  # a non-empty block is checked, the result empty or not
+        with pytest.raises(IndexError, match="axis 0"):
+            f(np.zeros(shape, dtype="complex64"), np.array([5]))

@@ -204,6 +204,7 @@ def _advanced_plan(ctx, op, x: str, xvar, first_input: int):
     basic = []  # in output order: ("newaxis",) | ("slice", axis, first, step, length)
     arrays = []  # (array name, its ndim, the axis of x it indexes or None, is a scalar)
     adv_pos, first_out = [], None
+    bound_checks = []  # (name of the flag that an index array is in bounds, axis)
     for pos, entry in enumerate(op.idx_list):
         if entry == "newaxis":
             basic.append(("newaxis",))
@@ -242,9 +243,7 @@ def _advanced_plan(ctx, op, x: str, xvar, first_input: int):
             norm, ok = ctx.fresh("ia"), ctx.fresh("ok")
             fn = ctx.helper("normalize_indices", _normalize_indices)
             ctx.line(f"{norm}, {ok} = {fn}({name}, {x}.shape[{axis}])")
-            ctx.line(f"if not {ok}:")
-            with ctx.indent():
-                ctx.raise_("IndexError", f"{op}: index out of bounds for axis {axis}")
+            bound_checks.append((ok, axis))
             arrays.append((norm if var.ndim else f"{norm}.item()", var.ndim, axis,
                            var.ndim == 0))
             axis += 1
@@ -289,6 +288,11 @@ def _advanced_plan(ctx, op, x: str, xvar, first_input: int):
                 ctx.raise_("IndexError", f"{op}: shape mismatch: index arrays cannot be "
                                          f"broadcast together")
         block.append(b)
+    # numpy checks index arrays only where their broadcast block is not empty
+    for ok, axis in bound_checks:
+        ctx.line(f"if not {ok} and {' * '.join(block)} != 0:")
+        with ctx.indent():
+            ctx.raise_("IndexError", f"{op}: index out of bounds for axis {axis}")
     btuple = "(" + "".join(f"{b}, " for b in block) + ")"
     reads = []  # (axis or None, name of the broadcast array or scalar)
     for name, nd, ax, scalar in arrays:

@@ -254,7 +254,7 @@ def index_args(L, x, arrays, ints, entries, at: int, op_name: str):
     sliced = [x.shape[axis] for axis, e in enumerate(entries) if e[0] == "slice"]
     shape = tuple(sliced[:at]) + block + tuple(sliced[at:])
     if size(shape) == 0:  # no thread reads the indices: numpy still checks them
-        _check_bounds(L, x, arrays, ints, entries, op_name)
+        _check_bounds(L, x, arrays, ints, entries, op_name, arrays_read=size(block) > 0)
     arrays, ints = iter(arrays), iter(ints)
     args = []
     for e in entries:
@@ -265,9 +265,11 @@ def index_args(L, x, arrays, ints, entries, at: int, op_name: str):
     return shape, args
 
 
-def _check_bounds(L, x, arrays, ints, entries, op_name: str) -> None:
+def _check_bounds(L, x, arrays, ints, entries, op_name: str, arrays_read: bool) -> None:
     """numpy's bounds check of indices nothing reads: an index array is checked on the device
-    into an error flag (no read back, so the call stays capturable as a CUDA graph)."""
+    into an error flag (no read back, so the call stays capturable as a CUDA graph). numpy
+    checks integers always, index arrays only where their broadcast block is not empty
+    (`arrays_read`)."""
     arrays, ints = iter(arrays), iter(ints)
     for axis, e in enumerate(entries):
         if e[0] not in ("array", "int"):
@@ -279,7 +281,7 @@ def _check_bounds(L, x, arrays, ints, entries, op_name: str) -> None:
                 raise IndexError(message)
             continue
         index = next(arrays)
-        if index.size:
+        if arrays_read and index.size:
             flag = L.error_flag(IndexError, message)
             flag[...] = L.xp.any((index < -n) | (index >= n))
 

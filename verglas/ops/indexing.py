@@ -226,7 +226,7 @@ def _structure_str(idx_list) -> str:
 def _advanced_shape(op, x, pairs):
     """Static output shape of advanced indexing (numpy's placement of the broadcast block)."""
     adv_shapes, adv_pos, out, axis = [], [], [], 0
-    first_out = None
+    first_out, bound_checks = None, []  # (index, axis length, axis, is an integer)
     for pos, (entry, vars_) in enumerate(pairs):
         if entry in ("newaxis", "..."):
             if entry == "newaxis":
@@ -252,7 +252,7 @@ def _advanced_shape(op, x, pairs):
             n = x.type.shape[axis]
             if isinstance(v, Constant) and v.data.size and n is not None:
                 lo, hi = int(v.data.min()), int(v.data.max())
-                _check_int_bound(op, lo if lo < -n else hi, n, axis, x)
+                bound_checks.append((lo if lo < -n else hi, n, axis, v.ndim == 0))
             adv_shapes.append(v.type.shape)
             axis += 1
             continue
@@ -265,6 +265,11 @@ def _advanced_shape(op, x, pairs):
         raise IndexError(f"{op}: index arrays of shapes "
                          f"{', '.join(shape_str(s) for s in adv_shapes)} cannot be broadcast "
                          f"together") from None
+    # numpy checks integers always, index arrays only where their broadcast block is not empty
+    block_read = all(d is not None and d > 0 for d in block)
+    for value, n, axis, is_int in bound_checks:
+        if is_int or block_read:
+            _check_int_bound(op, value, n, axis, x)
     adjacent = adv_pos == list(range(adv_pos[0], adv_pos[0] + len(adv_pos)))
     at = first_out if adjacent else 0
     return tuple(out[:at]) + block + tuple(out[at:])

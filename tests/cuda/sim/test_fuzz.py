@@ -88,6 +88,18 @@ def test_empty_update_still_checks_its_indices():
         f(np.array([[[-1.0]]], np.float32))
 
 
+def test_index_arrays_of_an_empty_block_are_not_bounds_checked():
+    """seed 4632: numpy checks no index array of an empty broadcast block (integers it does)."""
+    x = t("x", (None, None, None), "complex64")
+    v = vg.set_subtensor(x[np.array([0], "int64"), -1, np.zeros((0,), "int64")], 1)
+    value = np.zeros((0, 1, 1), np.complex64)
+    same(run([x], [v.T], [value])[0], value.T)
+    f = vg.compile([x], [vg.set_subtensor(x[np.array([0], "int64"), 5, np.zeros(0, "int64")],
+                                          1)], device="cuda")
+    with pytest.raises(IndexError):
+        f(value)
+
+
 def test_inplace_host_step_on_a_constant():
     """An inplace step run on the host wrote into a read-only constant."""
     x0, x1 = t("x0", (None,), "uint64"), t("x1", (None,), "bool")

@@ -133,6 +133,23 @@ def test_the_gradient_of_a_loop_keeps_no_accumulator_trace():
                                                  g.normal(size=(8, 8)) * 0.3])
 
 
+def test_a_loop_of_no_step_collects_rows_of_the_shape_its_inputs_give():
+    """A gradient through a loop of no step, every length unknown until called: the collected
+    rows' lengths come from the inputs' (the x-gradient has x's shape; it was (0, 0), which
+    the gradient's sum to x's shape refused)."""
+    h0 = vg.tensor("h0", shape=(None,), dtype="float64")
+    x = vg.tensor("x", shape=(None, None), dtype="float64")
+    w = vg.tensor("w", shape=(None, None), dtype="float64")
+    hs = vg.scan(lambda x_t, h: vg.tanh(h @ w + x_t), sequences=x, outputs_info=h0)
+    tails = vg.scan(lambda x_t: x_t[1:] * 2, sequences=x)
+    grads = vg.grad(vg.sum(hs**2), [h0, x, w])
+    g = rng(5)
+    for t in (0, 2):
+        got = compare_backend([h0, x, w], [*grads, tails],
+                              [g.normal(size=4), g.normal(size=(t, 4)), g.normal(size=(4, 4))])
+        assert got[1].shape == (t, 4) and got[3].shape == (t, 3)
+
+
 @functools.cache
 def until_program():
     x0, n = vg.scalar("x0"), vg.scalar("n", dtype="int64")

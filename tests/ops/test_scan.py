@@ -262,6 +262,24 @@ def test_grad_every_kind_and_zero_steps():
     np.testing.assert_allclose(_run([x, n], g, np.ones(4), 2), [2.0, 1.0, 0.0, 0.0])
 
 
+def test_a_loop_of_no_step_collects_rows_of_the_shape_its_inputs_give():
+    """With no step to take a row's shape from, a collected output's rows have the lengths
+    the body's shape inference gives from the inputs' lengths (the gradient of a sequence has
+    the sequence's shape); a length read from values is 0."""
+    x = vg.tensor("x", shape=(None, None))
+    w = vg.tensor("w", shape=(None, None))
+    h0 = vg.tensor("h0", shape=(None,))
+    k = vg.scalar("k", dtype="int64")
+    hs = vg.scan(lambda x_t, h: vg.tanh(x_t + h @ w), sequences=x, outputs_info=h0)
+    tails = vg.scan(lambda x_t: x_t[1:] * 2, sequences=x)
+    sized = vg.scan(lambda x_t: vg.zeros((k,)) + x_t[0], sequences=x)
+    gx = vg.grad(vg.sum(hs**2), x)
+    values = [np.zeros((0, 3)), np.ones((3, 3)), np.ones(3), np.int64(2)]
+    got = _run([x, w, h0, k], [gx, tails, sized], *values)
+    assert [g.shape for g in got] == [(0, 3), (0, 2), (0, 0)]
+    assert _run([x, w, h0, k], tails, np.ones((0, 1)), *values[1:]).shape == (0, 0)
+
+
 def test_restrict_prunes_the_backward_loop():
     x, W = vg.tensor("x", shape=(None, 3)), vg.tensor("W", shape=(3, 2))
     U, h0 = vg.tensor("U", shape=(2, 2)), vg.tensor("h0", shape=(2,))

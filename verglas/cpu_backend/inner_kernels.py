@@ -14,6 +14,8 @@ from verglas.cpu_backend.kernels import emit, register_helper
 from verglas.cpu_backend.shape_kernels import copy_into
 from verglas.ops.op_from_graph import OpFromGraph
 from verglas.ops.scan.op import Scan
+from verglas.ops.scan.row_shapes import Length, row_shapes
+from verglas.scalar_code import substitute
 
 __all__ = []
 
@@ -172,6 +174,15 @@ class _State:
         _rotate(ctx, out, self.buf, m, f"{self.wr} - {m}", self.rows, self.st.ndim)
 
 
+def _length(ctx, expr) -> str:
+    """A row length of `row_shapes` as code over the outer inputs' shapes."""
+    if isinstance(expr, int):
+        return str(expr)
+    if isinstance(expr, Length):
+        return f"{ctx.inp(1 + expr.input)}.shape[{expr.axis}]"
+    return substitute(expr.sop.impl_expr, [_length(ctx, a) for a in expr.args])
+
+
 def _shape(dims) -> str:
     return "(" + "".join(f"{d}, " for d in dims) + ")"
 
@@ -218,9 +229,10 @@ def _emit_scan(op, ctx) -> None:
             non_seqs.append(("array", name, "C", _dims(name, 0, node.inputs[i].ndim)))
     nit_types = op.inner_output_types[n_states:lay.n_outputs]
     traces = []  # (trace, its ring's next row or None)
-    for i, t in enumerate(nit_types):
-        tr = ctx.fresh("tr")
-        empty = "".join(f"{0 if s is None else s}, " for s in t.shape)
+    for i, (t, rows) in enumerate(zip(nit_types, row_shapes(op))):
+        tr = ctx.fresh("tr")  # (what a loop of no step returns: rows the inputs' lengths give)
+        empty = "".join(f"{s if s is not None else 0 if e is None else _length(ctx, e)}, "
+                        for s, e in zip(t.shape, rows))
         ctx.line(f"{tr} = np.empty((0, {empty}), {np_dtype(t.dtype)})")
         wi = None
         if lay.kept(n_states + i) is not None:

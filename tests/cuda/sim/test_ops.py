@@ -143,6 +143,15 @@ def test_scan_and_opfromgraph_run_on_the_device():
     assert not f._runner.generated.fallbacks
 
 
+def test_a_gradient_through_a_loop_of_no_step():
+    """The x-gradient of a loop of no step has x's shape (its rows' lengths from the inputs')."""
+    def program(h0, u, w):
+        hs = vg.scan(lambda u_t, h: vg.tanh(h @ w + u_t), sequences=[u], outputs_info=[h0])
+        return vg.grad(vg.sum(hs ** 2), [h0, u, w])
+
+    compare_cuda(program, [RNG.standard_normal(3), np.zeros((0, 3)), RNG.standard_normal((3, 3))])
+
+
 def test_an_elementwise_loop_is_one_kernel():
     """A Scan whose body is elementwise over its states runs as one kernel (each thread
     carries its elements through every step): scalar and vector states, per-step scalars,

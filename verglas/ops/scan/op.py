@@ -29,6 +29,7 @@ from verglas.ops.indexing import IncSubtensor, inc_subtensor
 from verglas.ops.math import add, cast, minimum, neq, sub, zeros_like
 from verglas.ops.op_from_graph import connection_pattern, infer_shapes, rebuild_graph, run_inner
 from verglas.ops.scalar import Second
+from verglas.ops.scan.row_shapes import evaluate, row_shapes
 
 __all__ = ["Scan", "ScanLayout", "scan_buffers", "until", "without_unused_outputs", "SIT_SOT",
            "MIT_SOT", "NIT_SOT"]
@@ -339,9 +340,12 @@ class Scan(Op):
             if lay.until and truth(results[-1]):
                 ran = t + 1
                 break
-        for i, t in enumerate(nit_types):
-            if traces[i] is None:  # no step ran: unknown dimensions are empty
-                traces[i] = empty((0, *(0 if s is None else s for s in t.shape)), t.dtype)
+        for i, (t, rows) in enumerate(zip(nit_types, row_shapes(self))):
+            if traces[i] is None:  # no step ran: rows of the shape the inputs' lengths give
+                shape = [s if s is not None else 0 if e is None else
+                         evaluate(e, lambda j, axis: inputs[j].shape[axis])
+                         for s, e in zip(t.shape, rows)]
+                traces[i] = empty((0, *shape), t.dtype)
         if ran < n:  # the loop stopped early: the entries of the steps that ran
             buffers = [buf[:k + ran] for buf, k in zip(buffers, lengths)]
             traces = [tr[:ran] for tr in traces]

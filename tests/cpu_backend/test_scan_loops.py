@@ -220,10 +220,12 @@ def test_nested_loops_and_a_loop_inside_an_op_from_graph():
 
 
 def test_outputs_given_as_views_and_traces_in_planned_storage():
-    """The rnn gradient's x-gradient is a reversed view of a product the call allocates for
-    it (returned as it is, owned by the caller, never the workspace's), and the backward loop
-    collects its factor into the storage the plan gave it: results match the reference, and
-    a second call leaves the first call's results as they were."""
+    """The rnn gradient's x-gradient is a view of a product the call allocates for it
+    (returned as it is, owned by the caller, never the workspace's), and the backward loop
+    collects its factor into the storage the plan gave it, allocated before the loop (its
+    rows' shape is the inputs' lengths'), also where that storage is a workspace slot no
+    earlier step used (the w-gradient alone): results match the reference, and a second call
+    leaves the first call's results as they were."""
     names = ("h0", "x", "w", "u", "b")
     h0, x, w, u, b = (vg.tensor(n, shape=(None,) * d, dtype="float64")
                       for n, d in zip(names, (1, 2, 2, 2, 1)))
@@ -243,3 +245,7 @@ def test_outputs_given_as_views_and_traces_in_planned_storage():
     assert not np.shares_memory(again[2], first[2])
     for k, r in zip(kept, first):
         np.testing.assert_array_equal(k, r)
+    only_w = [loss, vg.grad(loss, w)]
+    compare_backend(inputs, only_w, values)
+    f, _ = compile_pair(inputs, only_w)
+    assert "tr0 = b" in f.source() and "tr0 = np.empty" not in f.source()

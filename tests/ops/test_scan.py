@@ -9,6 +9,7 @@ import pytest
 import verglas as vg
 from verglas.graph.traversal import toposort
 from verglas.ops.scan import Scan, ScanLayout
+from verglas.ops.scan.op import scan_buffers
 from verglas.testing import verify_grad
 
 
@@ -135,6 +136,10 @@ def test_errors():
         y = vg.scan(lambda a, b: a + b, outputs_info=dict(initial=m0, taps=[-2, -1]),
                     n_steps=2)
         _run([m0], y, np.ones(1))
+    for layout in (dict(n_sit_sot=1, until=True, backwards=True),
+                   dict(n_nit_sot=1, keep=(2,), backwards=True)):
+        with pytest.raises(ValueError, match="runs backwards"):
+            ScanLayout(**layout).check()
 
 
 def test_equality_and_pickling():
@@ -278,6 +283,53 @@ def test_a_loop_of_no_step_collects_rows_of_the_shape_its_inputs_give():
     got = _run([x, w, h0, k], [gx, tails, sized], *values)
     assert [g.shape for g in got] == [(0, 3), (0, 2), (0, 0)]
     assert _run([x, w, h0, k], tails, np.ones((0, 1)), *values[1:]).shape == (0, 0)
+
+
+def _backwards_loop(x, h, w):
+    """A loop over x's rows last to first (layout `backwards`): a state, and a collected
+    output written in x's order."""
+    (hs, ys), _ = scan_buffers(lambda x_t, h: [vg.tanh(h @ w + x_t), vg.sin(h) * x_t],
+                               sequences=[x], outputs_info=[h, None], backwards=True)
+    return hs, ys
+
+
+def _backwards_numpy(x, h, w):
+    hs, ys = [h], np.zeros_like(x)
+    for t in range(len(x)):
+        r = len(x) - 1 - t
+        ys[r] = np.sin(h) * x[r]
+        h = np.tanh(h @ w + x[r])
+        hs.append(h)
+    return np.array(hs), ys
+
+
+@pytest.mark.parametrize("mode", ["reference", "fast_run"])
+def test_a_loop_that_runs_backwards_and_its_gradients(mode):
+    """A gradient's loop runs backwards over its sequences: its step s reads row n - 1 - s and
+    writes its collected row there, so no view between the loops is reversed. Its own
+    gradient (a second derivative through a loop) is a forward loop over state windows
+    read reversed."""
+    x, h0, w = vg.tensor("x", shape=(None, 3)), vg.tensor("h0", shape=(3,)), vg.tensor(
+        "w", shape=(3, 3))
+    hs, ys = _backwards_loop(x, h0, w)
+    assert hs.owner.op.layout.backwards and "backwards" in repr(hs.owner.op)
+    rng = np.random.default_rng(7)
+    point = [rng.normal(size=(5, 3)), rng.normal(size=3), rng.normal(size=(3, 3)) * 0.5]
+    f = vg.compile([x, h0, w], [hs, ys], mode=mode)
+    for got, want in zip(f(*point), _backwards_numpy(*point)):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+    def loss(x, h, w):
+        hs, ys = _backwards_loop(x, h, w)
+        return vg.sum(hs**2) + vg.sum(ys * ys[::-1])
+
+    def second_order(x, h, w):
+        hs = vg.scan(lambda x_t, h: vg.tanh(h @ w + x_t), sequences=x, outputs_info=h)
+        g = vg.grad(vg.sum(hs**2), x)
+        return vg.sum(g * g[::-1]) + vg.sum(vg.grad(vg.sum(hs[-2:] ** 3), w) ** 2)
+
+    verify_grad(loss, point, mode=mode)
+    verify_grad(second_order, point, mode=mode)
 
 
 def test_restrict_prunes_the_backward_loop():

@@ -229,31 +229,41 @@ def _emit_scan(op, ctx) -> None:
             non_seqs.append(("array", name, "C", _dims(name, 0, node.inputs[i].ndim)))
     nit_types = op.inner_output_types[n_states:lay.n_outputs]
     traces = []  # (trace, its ring's next row or None)
+    up_front = set()  # the traces allocated before the loop (in the memory plan's storage)
     for i, (t, rows) in enumerate(zip(nit_types, row_shapes(op))):
-        tr = ctx.fresh("tr")  # (what a loop of no step returns: rows the inputs' lengths give)
-        empty = "".join(f"{s if s is not None else 0 if e is None else _length(ctx, e)}, "
-                        for s, e in zip(t.shape, rows))
-        ctx.line(f"{tr} = np.empty((0, {empty}), {np_dtype(t.dtype)})")
+        tr = ctx.fresh("tr")
+        known = all(s is not None or e is not None for s, e in zip(t.shape, rows))
+        dims = "".join(f"{s if s is not None else 0 if e is None else _length(ctx, e)}, "
+                       for s, e in zip(t.shape, rows))
         wi = None
         if lay.kept(n_states + i) is not None:
             wi = ctx.fresh("wi")
             ctx.line(f"{wi} = 0")
+        if wi is None and known:  # the rows' shape is the inputs' lengths': one per step
+            ctx.line(f"{tr} = {ctx.alloc(n_states + i, f'({n}, {dims})')}")
+            up_front.add(i)
+        else:  # (what a loop of no step returns; the first step allocates the trace)
+            ctx.line(f"{tr} = np.empty((0, {dims}), {np_dtype(t.dtype)})")
         traces.append((tr, wi))
     step = ctx.fresh("t")
     ran = n  # the steps that ran
     if lay.until:
         ran = ctx.fresh("nran")
         ctx.line(f"{ran} = {n}")
+    row = step  # the sequence and nit-sot row step `step` works on
     with ctx.loop(step, n):
+        if lay.backwards:
+            row = ctx.fresh("r")
+            ctx.line(f"{row} = {n} - 1 - {step}")
         inputs = []
         for j, ((x, by_row), offs) in enumerate(zip(seqs, lay.seq_offsets)):
             row_ndim = node.inputs[1 + j].ndim - 1
             for o in offs:
                 if row_ndim == 0:
-                    inputs.append(("scalar", f"{x}[{step} + {o}]"))
+                    inputs.append(("scalar", f"{x}[{row} + {o}]"))
                     continue
                 r = ctx.fresh("row")
-                at = f"{step} + {o}"
+                at = f"{row} + {o}"
                 ctx.line(f"{r} = {ctx.helper('c_row', c_row)}({x}, {at})" if by_row
                          else f"{r} = {x}[{at}]")
                 inputs.append(("array", r, "C", _dims(x, 1, row_ndim)))
@@ -292,16 +302,19 @@ def _emit_scan(op, ctx) -> None:
             kind, value, *is_c = results[n_states + i]
             kept = lay.kept(n_states + i)
             length = n if kept is None else f"min({kept}, {n})"
-            at = step if wi is None else wi
+            at = row if wi is None else wi
             shape = f"({length},)" + ("" if kind == "scalar" else f" + {value}.shape")
-            ctx.line(f"if {step} == 0:")
-            with ctx.indent():  # (the memory plan's storage where it is at hand)
-                planned = ctx.alloc_in_branch(n_states + i, shape) if wi is None else None
-                ctx.line(f"{tr} = " + (planned or f"np.empty({shape}, {np_dtype(t.dtype)})"))
+            if i not in up_front:
+                ctx.line(f"if {step} == 0:")
+                with ctx.indent():  # (the memory plan's storage where it is at hand)
+                    planned = ctx.alloc_in_branch(n_states + i, shape) if wi is None else None
+                    ctx.line(f"{tr} = " + (planned or f"np.empty({shape}, "
+                                                      f"{np_dtype(t.dtype)})"))
             if kind == "scalar":
                 ctx.line(f"{tr}[{at}] = {value}")
             else:
-                ctx.line(f"elif {value}.shape != {tr}.shape[1:]:")
+                ctx.line(f"{'if' if i in up_front else 'elif'} {value}.shape != "
+                         f"{tr}.shape[1:]:")
                 with ctx.indent():
                     ctx.raise_("ValueError", f"{op}: a step gave nit-sot output {i} a shape "
                                              f"other than earlier steps'")

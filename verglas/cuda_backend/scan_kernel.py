@@ -91,8 +91,10 @@ def elementwise_scan_kernel(name: str, op):
             kb.line(f"{values[var]} = {T.load(element, var.type.dtype)}")
         kb.line(f"for t in range({n_steps}):")
         with kb.indent():
+            # the sequence and nit-sot row of step t (a backwards loop's: n - 1 - t)
+            kb.line(f"r = {n_steps} - 1 - t" if lay.backwards else "r = t")
             for var, arr in zip(seq_vars, seqs):
-                element = f"{arr}[t, i]" if var.type.ndim == rank and rank else f"{arr}[t]"
+                element = f"{arr}[r, i]" if var.type.ndim == rank and rank else f"{arr}[r]"
                 values[var] = kb.fresh("x")
                 kb.line(f"{values[var]} = {T.load(element, var.type.dtype)}")
             step = dict(values)
@@ -117,7 +119,7 @@ def elementwise_scan_kernel(name: str, op):
                 if keep_all[q]:
                     kb.line(f"{traces[q]}[t + 1, i] = {outs[q]}")
             for k, arr in enumerate(nits):
-                kb.line(f"{arr}[t, i] = {outs[n_states + k]}")
+                kb.line(f"{arr}[r, i] = {outs[n_states + k]}")
         for q in range(n_states):
             if not keep_all[q]:
                 kb.line(f"{traces[q]}[0, i] = {values[state_vars[q]]}")

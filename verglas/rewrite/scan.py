@@ -126,6 +126,8 @@ class ScanSaveMem(ScanRewriter):
         keep = []
         for o, out in enumerate(node.outputs):
             need, full, current = tail_read(fgraph, out), out.type.shape[0], lay.kept(o)
+            if lay.backwards and o >= lay.n_states:
+                need = None  # (a backwards loop writes a nit-sot's last rows first)
             if need is None or (full is not None and need >= full):
                 need = current
             elif current is not None:

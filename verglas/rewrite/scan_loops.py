@@ -78,6 +78,7 @@ class ScanMerge(ScanRewriter):
         for other in fgraph.toposort():
             lay = getattr(other.op, "layout", None)
             if (other is node or not isinstance(other.op, type(node.op)) or lay.until
+                    or lay.backwards != node.op.layout.backwards
                     or other.inputs[0] is not node.inputs[0]
                     or set(other.inputs[1:1 + lay.n_seqs]) != seqs
                     or _reads(other, node) or _reads(node, other)):

@@ -63,6 +63,7 @@ class ScanParts:
     nits: list[NitSot] = field(default_factory=list)
     non_seqs: list[NonSeq] = field(default_factory=list)
     until: Variable | None = None  # the body's stopping condition, if it has one
+    backwards: bool = False  # the layout's: the steps go over the sequences last to first
 
     @classmethod
     def of(cls, node) -> ScanParts:
@@ -70,7 +71,7 @@ class ScanParts:
         fresh = [t.make_variable() for t in op.inner_input_types]
         outs = rebuild_graph(op.fgraph, fresh)
         groups = op.groups
-        parts = cls(node.inputs[0])
+        parts = cls(node.inputs[0], backwards=lay.backwards)
         n_seqs, n_states = lay.n_seqs, lay.n_states
         for j, offs in enumerate(lay.seq_offsets):
             parts.seqs.append(Seq(node.inputs[1 + j], list(offs), [fresh[g] for g in groups[j]]))
@@ -165,7 +166,8 @@ class ScanParts:
             seq_offsets=tuple(tuple(s.offsets) for s in self.seqs),
             mit_sot_taps=tuple(tuple(s.taps) for s in mit),
             n_sit_sot=len(sit), n_nit_sot=len(self.nits), n_non_seqs=len(self.non_seqs),
-            keep=keep if any(k is not None for k in keep) else (), until=self.until is not None)
+            keep=keep if any(k is not None for k in keep) else (), until=self.until is not None,
+            backwards=self.backwards)
         op = Scan(self.inner_inputs(), self.inner_outputs(), layout)
         node = op.make_node(self.n_steps, *[s.outer for s in self.seqs],
                             *[s.init for s in self.states], *[w.outer for w in self.non_seqs])

@@ -261,8 +261,8 @@ def element_reads(nodes, outputs) -> dict:
 
 
 def _given_views(buffers, outputs, shapes, base_of) -> set:
-    """The temporaries an output is a view of, of its whole size (a reversal, a transpose:
-    a gradient's rows computed backwards), that no other output shares: the call allocates
+    """The temporaries an output is a view of, of its whole size (a reversal, a transpose,
+    a matrix product's rows as a vector's), that no other output shares: the call allocates
     them afresh and returns the view as it is (Program.returned_copies), not a copy of it."""
     bases = [base_of[b] for b in outputs]
     given = set()

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import verglas as vg
+from verglas.ops.scan.op import scan_buffers
 from tests.cuda.compare import compare_cuda, symbolic_inputs
 from tests.helpers import random_array
 
@@ -150,6 +151,21 @@ def test_a_gradient_through_a_loop_of_no_step():
         return vg.grad(vg.sum(hs ** 2), [h0, u, w])
 
     compare_cuda(program, [RNG.standard_normal(3), np.zeros((0, 3)), RNG.standard_normal((3, 3))])
+
+
+def test_an_elementwise_loop_that_runs_backwards_is_one_kernel():
+    """A loop over its sequences last to first (a gradient's) with an elementwise body runs as
+    one kernel, each thread reading row n - 1 - t at step t and writing its collected row
+    there; the host-driven loop does the same where the kernel does not fit."""
+    def program(h0, u, w):
+        (hs, ys), _ = scan_buffers(lambda u_t, h: [0.5 * h + u_t * w, h * u_t],
+                                   sequences=[u], outputs_info=[h0, None], backwards=True)
+        return [hs, ys]
+
+    args = [RNG.standard_normal(4), RNG.standard_normal((30, 4)), RNG.standard_normal(4)]
+    f = compare_cuda(program, args, static_shapes=[(4,), (None, 4), (4,)])
+    assert f._runner.generated.text.count("H.run_scan_elementwise(") == 1
+    compare_cuda(program, [*args[:2], RNG.standard_normal(1)])  # w broadcasts: the host loop
 
 
 def test_an_elementwise_loop_is_one_kernel():

@@ -54,6 +54,11 @@ class ScanLayout(NamedTuple):
     # whether the body has one more output, a 0-d bool: the loop stops after the first step
     # where it is true (n_steps, the first outer input, is then the most steps it runs)
     until: bool = False
+    # whether step t works on sequence row n - 1 - t and writes nit-sot row n - 1 - t (states
+    # still follow the steps): a gradient's loop, which visits the forward steps last to first
+    # and so reads every forward trace and writes every sequence gradient in its own order,
+    # no reversed view between them
+    backwards: bool = False
 
     def kept(self, o: int) -> int | None:
         """How many of outer output `o`'s last entries it holds (None: all of them)."""
@@ -118,6 +123,10 @@ class ScanLayout(NamedTuple):
                 m is not None and (not isinstance(m, int) or m < 1) for m in self.keep)):
             raise ValueError(f"ScanLayout: keep {self.keep} must give None or a positive int "
                              f"per output ({self.n_outputs})")
+        if self.backwards and (self.until or any(self.kept(o) is not None for o in range(
+                self.n_states, self.n_outputs))):
+            raise ValueError("ScanLayout: a loop that runs backwards neither stops early nor "
+                             "keeps only some rows of a nit-sot")
 
 
 def _shape_str(shape) -> str:
@@ -217,6 +226,8 @@ class Scan(Op):
                                               for m in lay.keep) + "]")
         if lay.until:
             parts.append("until")
+        if lay.backwards:
+            parts.append("backwards")
         return f"Scan{{{', '.join(parts)}, {len(self.fgraph.toposort())} nodes}}"
 
     def __getstate__(self):
@@ -320,7 +331,8 @@ class Scan(Op):
         state_taps = lay.state_taps
         ran = n  # the steps that ran
         for t in range(n):
-            args = [seq[t + o, ...] for seq, offs in zip(seqs, lay.seq_offsets) for o in offs]
+            row = n - 1 - t if lay.backwards else t  # (the sequence and nit-sot row)
+            args = [seq[row + o, ...] for seq, offs in zip(seqs, lay.seq_offsets) for o in offs]
             for buf, k, taps in zip(buffers, lengths, state_taps):
                 args.extend(buf[k + t + tap, ...] for tap in taps)
             results = body(args + non_seqs)
@@ -336,7 +348,7 @@ class Scan(Op):
                 elif value.shape != traces[i].shape[1:]:
                     raise ValueError(f"{self}: at step {t}, nit-sot output {i} has shape "
                                      f"{value.shape}, earlier steps gave {traces[i].shape[1:]}")
-                traces[i][t] = value
+                traces[i][row] = value
             if lay.until and truth(results[-1]):
                 ran = t + 1
                 break
@@ -452,6 +464,7 @@ class Scan(Op):
             n_non_seqs=sum(1 for j in in_groups if j >= n_seqs + n_states),
             keep=tuple(lay.keep[o] for o in outs) if lay.keep else (),
             until=lay.until,
+            backwards=lay.backwards,
         )
         fresh = [t.make_variable() for t in self.inner_input_types]
         new_outs = rebuild_graph(self.fgraph, fresh)
@@ -578,9 +591,11 @@ def _state_entry_type(kind: str, init: Variable) -> TensorType:
     return t if kind == SIT_SOT else TensorType(t.dtype, t.shape[1:])
 
 
-def scan_buffers(fn, sequences=None, outputs_info=None, non_sequences=None, n_steps=None):
+def scan_buffers(fn, sequences=None, outputs_info=None, non_sequences=None, n_steps=None,
+                 backwards: bool = False):
     """Like `scan`, but returns (the Scan's outputs in outputs_info order, with the initial
-    values in front of each state's steps, and the parsed outputs_info)."""
+    values in front of each state's steps, and the parsed outputs_info); `backwards`: the
+    layout's (step t reads sequence row n - 1 - t and writes nit-sot row n - 1 - t)."""
     seqs = _sequences(sequences)
     infos = _outputs_info(outputs_info)
     explicit_infos = outputs_info is not None
@@ -638,6 +653,7 @@ def scan_buffers(fn, sequences=None, outputs_info=None, non_sequences=None, n_st
         n_nit_sot=len(nit),
         n_non_seqs=len(non_seqs),
         until=cond is not None,
+        backwards=backwards,
     )
     inner_inputs = [v for group in seq_vars for v in group]
     inner_inputs += [v for k in mit + sit for v in state_vars[k]]
@@ -722,9 +738,13 @@ def _relaxed_state_types(outs, infos, state_types) -> list:
 # -- the gradient: a backward Scan ---------------------------------------------------------------
 # Reverse-mode gradient of a Scan: a backward Scan over the reversed steps.
 #
-# The backward loop visits the forward steps last to first. Its sequences are the reversed
-# cotangents of the step outputs, the forward sequence slices and the forward state taps (read
-# from the forward buffers, so nothing is recomputed across steps); its body is the
+# The backward loop visits the forward steps last to first. Its sequences are the cotangents
+# of the step outputs, the forward sequence slices and the forward state taps (read from the
+# forward buffers, so nothing is recomputed across steps). It runs in the other direction than
+# the forward loop (layout `backwards`), so its step s reads the sequence rows forward step
+# n - 1 - s read, in place, and writes its sequence gradients in the sequences' order; only the
+# states, whose entries follow the steps, are read through reversed windows when the forward
+# loop itself ran backwards. Its body is the
 # vector-Jacobian product of the forward body. A state with taps down to -k carries a window of
 # k accumulators (the gradient owed to each of its k most recent entries: PyTensor's mit-mot,
 # here as sit-sot carries); each differentiable non-sequence carries its running sum. Sequence
@@ -793,9 +813,9 @@ def _steps_cotangent(g, k: int) -> tuple:
     return (inc.inputs[1], True) if zero else (None, False)
 
 
-def _reversed_window(x, start: int, n):
-    """x[start : start + n] reversed: entry i is x[start + n - 1 - i]."""
-    return x[start:start + n][::-1]
+def _window(x, start: int, n, reverse: bool = False):
+    """x[start : start + n], reversed when `reverse` (entry i is x[start + n - 1 - i])."""
+    return x[start:start + n][::-1] if reverse else x[start:start + n]
 
 
 def _is_length_of(n, x) -> bool:
@@ -828,22 +848,24 @@ def scan_grad(op, inputs, outputs, output_grads) -> list:
     if not (f_seqs or f_non_seqs or f_states) or not (f_states or f_nits):
         return [None] * len(inputs)
 
-    # backward sequences, all reversed: step-output cotangents, then the forward body's inputs
+    # backward sequences, in the sequences' order (the backward loop runs the other way):
+    # step-output cotangents, then the forward body's inputs; a state's entries follow the
+    # forward steps, which ran backwards over the sequences when `flip`
+    flip = lay.backwards
     # a state's cotangent is mostly the gradient of `out[k:]` (the steps, as vg.scan returns
     # them) added into zeros: read that gradient itself (no zeros of the whole trace)
     tails = {q: _steps_cotangent(grads_out[q], lengths[q]) for q in f_states}
-    b_seqs = [tails[q][0][::-1] if tails[q][1] else _reversed_window(grads_out[q], lengths[q], n)
-              for q in f_states]
-    b_seqs += [grads_out[n_states + i][::-1] for i in f_nits]
-    b_seqs += [_reversed_window(x, o, n) for x, offs in zip(seqs, lay.seq_offsets)
-               for o in offs]
-    b_seqs += [_reversed_window(outputs[q], lengths[q] + tap, n)
+    b_seqs = [(tails[q][0][::-1] if flip else tails[q][0]) if tails[q][1]
+              else _window(grads_out[q], lengths[q], n, flip) for q in f_states]
+    b_seqs += [grads_out[n_states + i] for i in f_nits]
+    b_seqs += [_window(x, o, n) for x, offs in zip(seqs, lay.seq_offsets) for o in offs]
+    b_seqs += [_window(outputs[q], lengths[q] + tap, n, flip)
                for q in range(n_states) for tap in state_taps[q]]
     # what each forward step computed (its state and nit-sot outputs): the body's vjp reads
     # them rather than computing them again (tanh' from tanh's output: the forward step's
     # matmuls are not redone); the sequences it does not read go again below
-    b_seqs += [_reversed_window(outputs[q], lengths[q], n) for q in range(n_states)]
-    b_seqs += [outputs[n_states + i][::-1] for i in range(lay.n_nit_sot)]
+    b_seqs += [_window(outputs[q], lengths[q], n, flip) for q in range(n_states)]
+    b_seqs += [outputs[n_states + i] for i in range(lay.n_nit_sot)]
     carries = [zeros_like(inits[q][0] if q < n_mit else inits[q])
                for q in f_states for _ in range(lengths[q])]
     carries += [zeros_like(non_seqs[w]) for w in f_non_seqs]
@@ -890,7 +912,7 @@ def scan_grad(op, inputs, outputs, output_grads) -> list:
 
     buffers, _ = scan_buffers(step, sequences=b_seqs,
                               outputs_info=[*carries, *[None] * n_dx],
-                              non_sequences=list(non_seqs), n_steps=n)
+                              non_sequences=list(non_seqs), n_steps=n, backwards=not flip)
     buffers = _without_unused_inputs(buffers)
     finals = [b[-1] for b in buffers[:len(carries)]]
     dxs = buffers[len(carries):]
@@ -899,12 +921,12 @@ def scan_grad(op, inputs, outputs, output_grads) -> list:
     k = 0
     for j in f_seqs:
         if lay.seq_offsets[j] == (0,) and not lay.until and _is_length_of(n, seqs[j]):
-            result[1 + j] = dxs[k][::-1]  # one row per step, the sequence's every row
+            result[1 + j] = dxs[k]  # one row per step, the sequence's every row
             k += 1
             continue
         dx = zeros_like(seqs[j])
         for o in lay.seq_offsets[j]:
-            dx = inc_subtensor(dx[o:o + n], dxs[k][::-1])
+            dx = inc_subtensor(dx[o:o + n], dxs[k])
             k += 1
         result[1 + j] = dx
     k = 0

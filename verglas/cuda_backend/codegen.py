@@ -21,7 +21,7 @@ import numpy as np
 from verglas.cuda_backend.kernels import emit
 from verglas.cuda_backend.rowkernels import emit_row_group, row_group_fusable
 from verglas.cuda_backend.scan_kernel import elementwise_scan_kernel
-from verglas.cuda_backend.templates import Emitter, KernelSpec
+from verglas.cuda_backend.templates import Emitter, KernelSpec, by_content
 from verglas.ops.basic import MakeVector, Shape, ShapeI
 from verglas.ops.elemwise import Elemwise
 from verglas.ops.linalg import MatMul
@@ -65,9 +65,12 @@ class HostSource:
         return not (self.syncs or self.has_matmul or self.fallbacks)
 
     def kernel(self, spec: KernelSpec) -> str:
-        """The global name of kernel `spec` (identical kernels are shared)."""
+        """The global name of kernel `spec`: identical kernels are shared, and are one spec
+        in every program (see `by_content`), compiled and cached once."""
+        spec = by_content(spec)
+        digest = spec.name.split("_", 1)[0]  # (one kernel made as two kinds is one too)
         for k, existing in enumerate(self.kernels):
-            if existing.source == spec.source and existing.params == spec.params:
+            if existing.name.split("_", 1)[0] == digest:
                 return f"K{k}"
         self.kernels.append(spec)
         return f"K{len(self.kernels) - 1}"

@@ -26,8 +26,8 @@ from verglas import source
 from verglas.source import Emitter, np_dtype
 from verglas.ops import scalar as s
 
-__all__ = ["KernelSpec", "Arr", "Scal", "KernelBuilder", "scalar_def", "literal", "cast_expr",
-           "np_dtype", "REDUCERS", "Reducer", "emit_tree"]
+__all__ = ["by_content", "KernelSpec", "Arr", "Scal", "KernelBuilder", "scalar_def", "literal",
+           "cast_expr", "np_dtype", "REDUCERS", "Reducer", "emit_tree"]
 
 
 
@@ -72,6 +72,19 @@ class KernelSpec:
         h = hashlib.sha256(self.source.encode())
         h.update(repr(self.params).encode())
         return h.hexdigest()[:32]
+
+
+def by_content(spec: KernelSpec) -> KernelSpec:
+    """`spec` renamed after what it computes: `k<digest>_<kind>` (the kind what follows the
+    step's name, `k12_rows` -> `rows`), so the same kernel made for two steps or two programs
+    is one source, one fingerprint, one compile and one cache entry (mlp_grad's 48 kernels
+    are 17)."""
+    kind = spec.name.split("_", 1)[1] if "_" in spec.name else "k"
+    word = re.compile(rf"\b{re.escape(spec.name)}\b")
+    digest = hashlib.sha256(word.sub("KERNEL", spec.source).encode())
+    digest.update(repr(spec.params).encode())
+    name = f"k{digest.hexdigest()[:12]}_{kind}"
+    return KernelSpec(name, word.sub(name, spec.source), spec.params)
 
 
 # -- float16 ---------------------------------------------------------------------------------------
@@ -167,6 +180,10 @@ def _cuda_variant(sop, arg_dtypes) -> str | None:
     return None
 
 
+# ops whose numba result on float32 / float64 operands of one dtype is that dtype
+_FLOAT_CLOSED = (s.Add, s.Sub, s.Mul, s.TrueDiv, s.Neg, s.Maximum, s.Minimum, s.Switch)
+
+
 class KernelBuilder(Emitter):
     """Builds one kernel: parameters, nested scalar defs, body lines."""
 
@@ -225,6 +242,12 @@ class KernelBuilder(Emitter):
         elif (special := variant(sop, arg_dtypes)) is not None:
             self.uses(special)
             expr = substitute(special, args)
+        elif getattr(sop, "impl_expr", None) is not None:  # inline: a nested def per op
+            expr = f"({substitute(sop.impl_expr, args)})"  # cost numba-cuda ~0.1 s a kernel
+            if out_dtype in ("float32", "float64") and isinstance(sop, _FLOAT_CLOSED) \
+                    and all(d == out_dtype for d in arg_dtypes):
+                self.line(f"{name} = {expr}")  # (no cast to type: numba's own result type)
+                return name
         else:
             expr = f"{self.scalar_fn(sop.name)}({', '.join(args)})"
         self.line(f"{name} = {cast_expr(expr, out_dtype)}")
@@ -275,10 +298,15 @@ def REDUCERS(kind: str, in_dtype: str, out_dtype: str) -> Reducer:
         return Reducer("uint8", "np.uint8(0)" if largest else "np.uint8(1)",
                        "max({a}, {b})" if largest else "min({a}, {b})",
                        "np.uint8({x} != 0)", "({a} != 0)")
-    cast = load(f"{np_dtype(out_dtype)}({{x}})", out_dtype)
+    # (float32 and float64 values need no cast to their own type: numba types each cast
+    # call, which was a good part of a reduction kernel's compile time)
+    closed = in_dtype == out_dtype and out_dtype in ("float32", "float64")
+    cast = "{x}" if closed else load(f"{np_dtype(out_dtype)}({{x}})", out_dtype)
     if kind in ("sum", "prod"):  # (signed integers wrap around: scalar_code.arith)
         op, one = ("+", 0) if kind == "sum" else ("*", 1)
-        combine = cast_expr(arith(op, "{a}", "{b}", out_dtype), out_dtype)
+        combine = arith(op, "{a}", "{b}", out_dtype)
+        if not (closed or out_dtype in ("float32", "float64")):
+            combine = cast_expr(combine, out_dtype)
         return Reducer(out_dtype, literal(one, out_dtype), combine, cast, "{a}")
     largest = kind == "max"
     if np.dtype(out_dtype).kind == "c":  # numpy's lexicographic maximum/minimum

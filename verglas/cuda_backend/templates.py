@@ -393,10 +393,46 @@ def map_kernel(name, sop, operands, out_dtypes, rank: int, flat: bool) -> Kernel
 def _unrolled_flat_loop(kb, sop, operands, dtypes, read, outs, out_dtypes, n) -> None:
     """The grid-stride loop of a flat map, UNROLL elements a trip (i, i + s, ...: still
     coalesced), every load issued before any arithmetic so that they are in flight together;
-    then the remaining elements one at a time."""
+    then the remaining elements one at a time. Written as two loops of UNROLL trips over
+    registers (a local array each operand, which NVVM unrolls and keeps in registers: the
+    same PTX), so numba types and lowers the body once, not UNROLL times."""
     arrays = [k for k, o in enumerate(operands) if o[0] == "array"]
+    if not arrays:  # every element alike (a count, a scale): computed once, then stored
+        results = kb.scalar_expr(sop, [read(k, "0") for k in range(len(operands))], dtypes,
+                                 list(out_dtypes))
+        kb.line(f"for i in range(cuda.grid(1), {n}, cuda.gridsize(1)):")
+        with kb.indent():
+            for o, r in zip(outs, results):
+                kb.line(f"{o}[i] = {r}")
+        return
     kb.line("s = cuda.gridsize(1)")
     kb.line("i = cuda.grid(1)")
+    if all(np.dtype(dtypes[k]).kind in "fiu" for k in arrays):
+        regs = {k: kb.fresh("x") for k in arrays}
+        for k, name in regs.items():
+            kb.line(f"{name} = cuda.local.array({UNROLL}, np.{held(dtypes[k])})")
+        fixed = {}  # the operands every element reads alike: an array's element read once
+        for k in range(len(operands)):
+            if k not in regs:
+                fixed[k] = read(k, "i")
+                if operands[k][0] in ("one", "at"):
+                    fixed[k] = kb.fresh("c")
+                    kb.line(f"{fixed[k]} = {read(k, 'i')}")
+        kb.line(f"while i + {UNROLL - 1} * s < {n}:")
+        with kb.indent():
+            kb.line(f"for u in range({UNROLL}):")
+            with kb.indent():
+                for k, name in regs.items():
+                    kb.line(f"{name}[u] = {read(k, 'i + u * s')}")
+            kb.line(f"for u in range({UNROLL}):")
+            with kb.indent():
+                args = [f"{regs[k]}[u]" if k in regs else fixed[k]
+                        for k in range(len(operands))]
+                for o, r in zip(outs, kb.scalar_expr(sop, args, dtypes, list(out_dtypes))):
+                    kb.line(f"{o}[i + u * s] = {r}")
+            kb.line(f"i += {UNROLL} * s")
+        _flat_tail(kb, sop, operands, dtypes, read, outs, out_dtypes, n)
+        return
     kb.line(f"while i + {UNROLL - 1} * s < {n}:")
     with kb.indent():
         lanes = ["i"] + [f"i + {j} * s" for j in range(1, UNROLL)]
@@ -411,6 +447,11 @@ def _unrolled_flat_loop(kb, sop, operands, dtypes, read, outs, out_dtypes, n) ->
             for o, r in zip(outs, rs):
                 kb.line(f"{o}[{index}] = {r}")
         kb.line(f"i += {UNROLL} * s")
+    _flat_tail(kb, sop, operands, dtypes, read, outs, out_dtypes, n)
+
+
+def _flat_tail(kb, sop, operands, dtypes, read, outs, out_dtypes, n) -> None:
+    """The elements a flat map's unrolled loop leaves, one at a time."""
     kb.line(f"while i < {n}:")
     with kb.indent():
         args = [read(k, "i") for k in range(len(operands))]
@@ -498,7 +539,24 @@ def reduce_rows_kernel(name, red: Reducer, sop, operands, in_dtype, out_dtype, n
                 for value in values:
                     kb.line(f"acc = {red.combine.format(a='acc', b=red.to_acc.format(x=value))}")
 
-            if UNROLL > 1:  # (loads in flight together, as in a flat map)
+            if UNROLL > 1 and np.dtype(in_dtype).kind in "fiu":
+                # loads in flight together, as in a flat map: a loop of UNROLL trips into
+                # registers, which NVVM unrolls (numba types the body once)
+                kb.line(f"while col + {UNROLL - 1} * step < {k}:")
+                with kb.indent():
+                    vals = kb.fresh("v")
+                    kb.line(f"{vals} = cuda.local.array({UNROLL}, np.{held(in_dtype)})")
+                    kb.line(f"for u in range({UNROLL}):")
+                    with kb.indent():
+                        index = ", ".join(rows + kb.decompose("col + u * step", col_dims, "q"))
+                        kb.line(f"{vals}[u] = "
+                                f"{_reduce_value(kb, sop, operands, read, index, in_dtype)}")
+                    kb.line(f"for u in range({UNROLL}):")
+                    with kb.indent():
+                        value = red.to_acc.format(x=f"{vals}[u]")
+                        kb.line(f"acc = {red.combine.format(a='acc', b=value)}")
+                    kb.line(f"col += {UNROLL} * step")
+            elif UNROLL > 1:
                 kb.line(f"while col + {UNROLL - 1} * step < {k}:")
                 with kb.indent():
                     fold(["col"] + [f"col + {j} * step" for j in range(1, UNROLL)])

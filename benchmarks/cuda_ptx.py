@@ -6,7 +6,9 @@ generator emits for it (cold: numba.cuda's compile_ptx, NVVM included), the seco
 all in the on-disk cache (warm). Each process reports its stages: importing verglas, building
 the graph and its Program and host code, importing numba.cuda, and compiling (or loading) the
 kernels. A first call on a GPU compiles only the kernels it launches (one of each step's
-contiguous/strided pair), so the cold figure here is an upper bound of that.
+contiguous/strided pair), so the cold figure is an upper bound of that; a third process, on a
+cache directory of its own, compiles just those (found by running the program once under
+numba's CUDA simulator, kernels matched by their place in the program): "first call, cold".
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ case = programs.cases([sys.argv[1]], "cuda", True)[0]  # (every length is None: 
 inputs, outs = peers.Verglas("cuda").graph(case, case.make_inputs())
 src = generate(lower(_optimize(inputs, outs, "fast_run")), Config(threads=256))
 kernels = list(src.all_kernels())
+if len(sys.argv) > 2:  # only these (positions in all_kernels: what a first call launches)
+    kernels = [kernels[k] for k in json.loads(sys.argv[2])]
 t2 = time.perf_counter()
 from verglas.cuda_backend.compat import numba_cuda
 numba_cuda()
@@ -46,11 +50,46 @@ print(json.dumps({"kernels": len(kernels), "import_verglas": t1 - t0, "program":
 """
 
 
-def _probe(program: str, cache_dir: str) -> dict:
+# the kernels a first call launches, by position in all_kernels(): the program run once under
+# numba's CUDA simulator on the case's inputs (its kernels differ from a GPU's in their block
+# size only, not in which steps launch which of them)
+_LAUNCHED = """
+import json, sys
+import verglas as vg
+from benchmarks import peers, programs
+from verglas.cuda_backend import runtime
+case = programs.cases([sys.argv[1]], "cuda", True)[0]
+arrays = case.make_inputs()
+inputs, outs = peers.Verglas("cuda").graph(case, arrays)
+f = vg.compile(inputs, outs, device="cuda")
+launched = set()
+call = runtime.SimKernel.__call__
+def spy(self, *args):
+    launched.add(self.spec.fingerprint)
+    return call(self, *args)
+runtime.SimKernel.__call__ = spy
+f(*arrays)
+kernels = list(f._runner.generated.all_kernels())
+print(json.dumps(sorted(k for k, spec in enumerate(kernels) if spec.fingerprint in launched)))
+"""
+
+
+def _launched(program: str) -> str | None:
+    """The positions (JSON) of the kernels a first call of `program` launches, or None."""
+    root = str(Path(__file__).resolve().parent.parent)
+    with tempfile.TemporaryDirectory(prefix="verglas-sim-") as cache_dir:
+        env = dict(os.environ, PYTHONPATH=root, VERGLAS_CACHE_DIR=cache_dir,
+                   NUMBA_ENABLE_CUDASIM="1")
+        done = subprocess.run([sys.executable, "-c", _LAUNCHED, program], env=env, cwd=root,
+                              capture_output=True, text=True, timeout=1800)
+    return done.stdout.strip().splitlines()[-1] if done.returncode == 0 else None
+
+
+def _probe(program: str, cache_dir: str, only: str | None = None) -> dict:
     root = str(Path(__file__).resolve().parent.parent)
     env = dict(os.environ, PYTHONPATH=root, VERGLAS_CACHE_DIR=cache_dir)
-    done = subprocess.run([sys.executable, "-c", _PROBE, program], env=env, cwd=root,
-                          capture_output=True, text=True, timeout=1800)
+    done = subprocess.run([sys.executable, "-c", _PROBE, program, *([only] if only else [])],
+                          env=env, cwd=root, capture_output=True, text=True, timeout=1800)
     if done.returncode != 0:
         return {"error": (done.stderr.strip().splitlines() or ["?"])[-1][:300]}
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -64,9 +103,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rows, results = [], []
     for program in args.programs.split(","):
-        with tempfile.TemporaryDirectory(prefix="verglas-ptx-") as cache_dir:
-            for run in ("cold", "warm"):
-                r = _probe(program, cache_dir)
+        with tempfile.TemporaryDirectory(prefix="verglas-ptx-") as cache_dir, \
+                tempfile.TemporaryDirectory(prefix="verglas-ptx-") as first_dir:
+            launched = _launched(program)
+            for run in ("cold", "warm", "first call, cold"):
+                if run == "first call, cold" and launched is None:
+                    continue
+                r = (_probe(program, first_dir, launched) if run.startswith("first")
+                     else _probe(program, cache_dir))
                 results.append({"program": program, "run": run, **r})
                 if "error" in r:
                     rows.append([program, run, r["error"], "-", "-", "-", "-"])
@@ -84,7 +128,9 @@ def main(argv: list[str] | None = None) -> int:
             "cuda-ptx", record, "CUDA kernels to PTX: compile time (no GPU)",
             "Per program, two fresh processes on one new cache directory: cold (every kernel "
             "the generator emits compiled by numba.cuda's compile_ptx) then warm (all from the "
-            "on-disk cache). A GPU's first call compiles only the kernels it launches.",
+            "on-disk cache); then, on another new cache directory, only the kernels a first "
+            "call launches (found by running the program once under numba's CUDA simulator): "
+            "what a GPU's first call compiles.",
             headers, rows)
     return 0
 

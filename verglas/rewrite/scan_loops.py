@@ -25,6 +25,10 @@
   fused there with that work: the loop reads its operands' rows, and the whole array is never
   built (an RNN gradient's `2 * hs / n` costs no (T, H) buffer). The inverse of the push-outs,
   for work that gains nothing from running over all steps at once.
+
+The push-outs batch a step's values, so a row `h[None]` becomes a (T, 1, H) view whose axis the
+product then drops: canonicalize's two DimShuffle rules also run in this phase
+(`scan_dimshuffle_dimshuffle`, `scan_dimshuffle_identity`), and such pairs cancel.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from verglas.ops.linalg import MatMul
 from verglas.ops.math import add, minimum, mul
 from verglas.ops.scalar import Add
 from verglas.ops.shape import broadcast_to, reshape
+from verglas.rewrite.canonicalize import dimshuffle_dimshuffle, dimshuffle_identity
 from verglas.rewrite.registry import register
 from verglas.rewrite.scan import ScanRewriter, reads_last_only
 from verglas.rewrite.scan_parts import NonSeq, ScanParts, Seq
@@ -48,7 +53,7 @@ from verglas.rewrite.utils import single_client
 
 __all__ = ["scan_merge", "scan_merge_inputs", "scan_inline_constants", "scan_hoist_invariants",
            "scan_push_out_seqs", "scan_push_out_outputs", "scan_push_out_sums",
-           "scan_push_in_seqs"]
+           "scan_push_in_seqs", "scan_dimshuffle_dimshuffle", "scan_dimshuffle_identity"]
 
 TAGS = ("fast_run",)
 
@@ -513,3 +518,9 @@ scan_push_out_seqs = register(ScanPushOutSeqs(), phase="scan", tags=TAGS)
 scan_push_out_outputs = register(ScanPushOutOutputs(), phase="scan", tags=TAGS)
 scan_push_out_sums = register(ScanPushOutSums(), phase="scan", tags=TAGS)
 scan_push_in_seqs = register(ScanPushInSeqs(), phase="scan", tags=TAGS)
+# the views push-outs leave behind (a step's row batched to (T, 1, H), its axis then dropped)
+# cancel here: canonicalize ran before the loop rewrites
+scan_dimshuffle_dimshuffle = register(dimshuffle_dimshuffle, phase="scan",
+                                      name="scan_dimshuffle_dimshuffle", tags=TAGS)
+scan_dimshuffle_identity = register(dimshuffle_identity, phase="scan",
+                                    name="scan_dimshuffle_identity", tags=TAGS)

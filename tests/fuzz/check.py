@@ -274,6 +274,8 @@ def compare(got, want, runs, choices=()) -> str | None:
     if got.dtype != want.dtype:
         return f"dtype {got.dtype}, numpy {want.dtype}"
     if got.shape != want.shape:
+        if any(r is not None and np.shape(r) != want.shape for r in (*runs, *choices)):
+            return None  # (the shape itself hangs on an unspecified value or a rounding)
         return f"shape {got.shape}, numpy {want.shape}"
     if want.size == 0:
         return None

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tests.fuzz.check import compare, expect
+from tests.fuzz.check import CONFIGS, check, compare, expect
+from tests.fuzz.generate import generate
 from tests.fuzz.oracle import NumpyXP, _order_dependent_product
 
 
@@ -31,6 +32,18 @@ def test_values_derived_from_an_unspecified_cast_are_not_judged():
     assert compare(np.float64(24.0), want, [], _choices(program)) is None
     # a value no unspecified cast reaches is still judged
     assert compare(np.float64(2.0), np.float64(1.0), [], [np.float64(1.0)]) is not None
+
+
+def test_a_length_decided_by_an_unspecified_cast_is_not_judged():
+    """A loop that stops when its state, exp(x) cast to int64, stops changing: exp(160) is
+    beyond int64, numpy gives INT64_MIN there, verglas saturates, and the loop runs another
+    number of steps (fuzzer seed 10300: shape (3,) against numpy's (2,)). A run of another
+    shape makes the shape undetermined; where every run agrees, the shape is judged."""
+    want = np.zeros(2, np.int64)
+    assert compare(np.zeros(3, np.int64), want, [], [want, np.zeros(3, np.int64)]) is None
+    assert compare(np.zeros(3, np.int64), want, [want], [want]) is not None
+    outcome = check(generate(10300), CONFIGS["fast_run"])
+    assert outcome.ok, outcome.detail
 
 
 def test_floats_stored_into_integers_out_of_range_are_unspecified():

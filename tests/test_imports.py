@@ -64,6 +64,9 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("verglas.graph.fg", "verglas.graph.frozen"):
         "FunctionGraph.freeze: the way in to the frozen IR, whose unfreeze() (the way out) "
         "builds a FunctionGraph, so frozen.py imports this module",
+    ("verglas.ops.scan.op", "verglas.ops.scan.grad"):
+        "Scan.L_op: the gradient is a backward Scan that grad.py builds with build.py's "
+        "scan_buffers, and build.py imports this module (the op)",
     ("verglas.cuda_backend", "verglas.cuda_backend.runtime"):
         "CUDABackend.runner: the CUDA code generator and runtime load when a program asks "
         "for device='cuda' (registering the backend, at `import verglas`, loads neither)",

@@ -9,7 +9,7 @@ import pytest
 import verglas as vg
 from verglas.graph.traversal import toposort
 from verglas.ops.scan import Scan, ScanLayout
-from verglas.ops.scan.op import scan_buffers
+from verglas.ops.scan import scan_buffers
 from verglas.testing import verify_grad
 
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import verglas as vg
-from verglas.ops.scan.op import scan_buffers
+from verglas.ops.scan import scan_buffers
 from tests.cuda.compare import compare_cuda, symbolic_inputs
 from tests.helpers import random_array
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from verglas.ops.scan.op import NIT_SOT, scan_buffers
+from verglas.ops.scan.build import NIT_SOT, scan_buffers
 
 __all__ = ["scan"]
 

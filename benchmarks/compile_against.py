@@ -4,7 +4,8 @@
 compile suite's probes (benchmarks/compile_probe.py: a fresh process per compile, an empty
 cache for the cold one, the cold one's cache for the warm one) for this tree's verglas and for
 the one at PATH (a commit before a change, say), round by round, so both see the same machine:
-the before/after comparison a change's record needs, without the peers' minutes.
+the before/after comparison a change's record needs, without the peers' minutes. Both trees'
+probes are this tree's (benchmarks/), so a program added since PATH is measured for both.
 """
 
 from __future__ import annotations
@@ -22,10 +23,15 @@ from benchmarks.programs import COMPILE_PROGRAMS
 
 
 def _probe(tree: str, program: str, cache: str) -> dict:
-    env = dict(os.environ, PYTHONPATH=tree)
-    out = subprocess.run([sys.executable, "-m", "benchmarks.compile_probe", program, "verglas",
-                          "--cache", cache], env=env, cwd=tree, capture_output=True, text=True,
-                         timeout=600)
+    """One probe of `tree`'s verglas, run by this tree's benchmarks (the same probe and program
+    definitions for both trees: a directory of links to the two packages)."""
+    with tempfile.TemporaryDirectory() as root:
+        os.symlink(Path(tree) / "verglas", Path(root) / "verglas")
+        os.symlink(Path(__file__).resolve().parent, Path(root) / "benchmarks")
+        env = dict(os.environ, PYTHONPATH=root)
+        out = subprocess.run([sys.executable, "-m", "benchmarks.compile_probe", program,
+                              "verglas", "--cache", cache], env=env, cwd=root,
+                             capture_output=True, text=True, timeout=600)
     lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
     if not lines:
         return {"error": (out.stderr.strip().splitlines() or ["no output"])[-1][:300]}

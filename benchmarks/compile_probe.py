@@ -65,7 +65,7 @@ def probe(program: str, framework: str, device: str, quick: bool, cache: str | N
             _jax_cache(cache)
         tiny = programs.PROGRAMS["call_overhead"](device, quick)[0]
         out["startup_s"] = sum(_timed_compile(fw, tiny))
-        case = programs.PROGRAMS[program](device, quick)[0]
+        case = programs.compile_case(program, device, quick)
         out["case"] = case.label
         out["compile_s"], out["first_call_s"] = _timed_compile(fw, case)
         out["total_s"] = out["compile_s"] + out["first_call_s"]

@@ -234,7 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     reasons = {fw.name: unavailable(fw) for fw in fws}
     fw_names = [fw.name for fw in fws]
     compile_programs = [n for n in args.compile_programs.split(",") if n]
-    unknown = [n for n in compile_programs if n not in programs.PROGRAMS]
+    unknown = [n for n in compile_programs
+               if n not in programs.PROGRAMS and n not in programs.OTHER_CASES]
     if unknown:
         raise SystemExit(f"unknown compile program(s): {', '.join(unknown)}")
     n_compile = 2 * len(compile_programs) * len(compile_times.FRAMEWORKS[device])

@@ -10,7 +10,7 @@ import numpy as np
 
 from verglas.graph.basic import Constant
 
-__all__ = ["Emitter", "EmitContext", "np_dtype", "literal", "cast_expr"]
+__all__ = ["Emitter", "EmitContext", "np_dtype", "literal", "cast_expr", "any_of", "all_of"]
 
 
 class Emitter:
@@ -55,6 +55,13 @@ class EmitContext:
     def raise_(self, exc: str, message: str) -> None:
         self.em.line(f"raise {exc}({message!r})")
 
+    def fail_if(self, condition: str, exc: str, message: str) -> None:
+        """Raise `exc(message)` where the boolean expression `condition` holds (evaluated
+        whole, with no short circuit: join several with `any_of`)."""
+        self.line(f"if {condition}:")
+        with self.indent():
+            self.raise_(exc, message)
+
     def input_var(self, i: int):
         return self.node.inputs[i]
 
@@ -62,6 +69,19 @@ class EmitContext:
         """The data of input `i` where it is a graph constant, else None."""
         var = self.node.inputs[i]
         return var.data if isinstance(var, Constant) else None
+
+
+def any_of(conditions) -> str:
+    """One boolean expression true where any of `conditions` is, each evaluated (`|`: numba
+    makes blocks of the short-circuiting `or`)."""
+    conditions = list(conditions)
+    return conditions[0] if len(conditions) == 1 else " | ".join(f"({c})" for c in conditions)
+
+
+def all_of(conditions) -> str:
+    """One boolean expression true where all of `conditions` are, each evaluated (`&`)."""
+    conditions = list(conditions)
+    return conditions[0] if len(conditions) == 1 else " & ".join(f"({c})" for c in conditions)
 
 
 def tuple_expr(items) -> str:

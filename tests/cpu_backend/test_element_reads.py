@@ -30,5 +30,5 @@ def test_one_bounds_check_per_array_and_axis():
         acc = acc + a[i] * vg.sin(x + i)
     f = vg.compile([x, a], acc)
     source = f.source()
-    assert source.count("raise IndexError") == 1 and "in1.shape[0] <= 11" in source
+    assert source.count("raise_if_IndexError0(") == 1 and "in1.shape[0] <= 11" in source
     compare_backend([x, a], [acc], [np.linspace(0, 3, 9), np.arange(12.0)])

@@ -3,6 +3,8 @@ inline for float products, plain loops for integers and bools)."""
 
 from __future__ import annotations
 
+import itertools
+
 import numba
 import numpy as np
 from llvmlite import ir
@@ -13,14 +15,14 @@ from numba.np.linalg import check_blas_return, ensure_blas, get_blas_kind, make_
 
 from verglas.cpu_backend.blas import COL_MAJOR, NO_TRANS, TRANS, numpy_cblas_gemm
 from verglas.cpu_backend.dtypes import cast_expr, np_dtype, storage_dtype
-from verglas.cpu_backend.intrinsics import reshaped
+from verglas.cpu_backend.intrinsics import reshape_lengths, reshaped
 from verglas.cpu_backend.kernels import HELPER_REFS, broadcast_dim, emit, register_helper
 from verglas.graph.basic import Constant
 from verglas.ops.basic import Join, MakeVector
 from verglas.ops.linalg import MatMul
 from verglas.ops.shape import ARange, Alloc, Reshape
 from verglas.rewrite.lengths import lower_bound
-from verglas.source import tuple_expr
+from verglas.source import all_of, tuple_expr
 
 __all__ = []
 
@@ -46,50 +48,18 @@ def _emit_reshape(op, ctx) -> None:
     for k, d in enumerate(dims):
         ctx.line(f"{d} = np.int64({target[k]})")
     if _lengths_proven(ctx.input_var(1)):  # no -1 to resolve: the sizes must agree
-        ctx.line(f"if {' * '.join(dims) or '1'} != {x}.size:")
-        with ctx.indent():
-            ctx.raise_("ValueError", f"{op}: cannot reshape the array into the new shape "
-                                     f"(sizes differ)")
-    else:
-        _resolve_minus_one(op, ctx, x, dims)
+        ctx.fail_if(f"{' * '.join(dims) or '1'} != {x}.size", "ValueError",
+                    f"{op}: cannot reshape the array into the new shape (sizes differ)")
+    else:  # (one call: numpy's checks and the -1 resolved, see reshape_lengths)
+        resolved = [ctx.fresh("d") for _ in dims]
+        fn = ctx.helper("reshape_lengths", reshape_lengths)
+        ctx.line(f"{''.join(f'{r}, ' for r in resolved)}= {fn}({x}.size, {tuple_expr(dims)}, "
+                 f"{str(op)!r})")
+        dims = resolved
     # numba reshapes C-contiguous arrays only: a strided input is copied first
     src = x if ctx.is_contiguous(0) else f"np.ascontiguousarray({x})"
     ctx.line(f"{ctx.out(0)} = {reshaped(ctx, src, tuple_expr(dims))}")
     ctx.set_contiguous(0, True)
-
-
-def _resolve_minus_one(op, ctx, x: str, dims: list[str]) -> None:
-    """Emit numpy's checks of a reshape's target `dims` (at most one -1, no other negative
-    length, the sizes agree) and replace a -1 by the length it stands for."""
-    known, neg = ctx.fresh("known"), ctx.fresh("neg")
-    ctx.line(f"{known} = 1")
-    ctx.line(f"{neg} = 0")
-    for d in dims:
-        ctx.line(f"if {d} == -1:")
-        with ctx.indent():
-            ctx.line(f"{neg} += 1")
-        ctx.line(f"elif {d} < 0:")
-        with ctx.indent():
-            ctx.raise_("ValueError", f"{op}: negative dimension in the new shape")
-        ctx.line("else:")
-        with ctx.indent():
-            ctx.line(f"{known} *= {d}")
-    ctx.line(f"if {neg} > 1:")
-    with ctx.indent():
-        ctx.raise_("ValueError", f"{op}: more than one -1 in the new shape")
-    ctx.line(f"if {neg} == 1:")
-    with ctx.indent():
-        ctx.line(f"if {known} == 0 or {x}.size % {known} != 0:")
-        with ctx.indent():
-            ctx.raise_("ValueError", f"{op}: cannot reshape the array into the new shape")
-        for d in dims:
-            ctx.line(f"if {d} == -1:")
-            with ctx.indent():
-                ctx.line(f"{d} = {x}.size // {known}")
-    ctx.line(f"elif {known} != {x}.size:")
-    with ctx.indent():
-        ctx.raise_("ValueError", f"{op}: cannot reshape the array into the new shape (sizes "
-                                 f"differ)")
 
 
 @emit.register(Alloc)
@@ -101,17 +71,14 @@ def _emit_alloc(op, ctx) -> None:
     for k in range(n):
         d = ctx.fresh("d")
         ctx.line(f"{d} = np.int64({ctx.inp(k + 1)}.item())")
-        ctx.line(f"if {d} < 0:")
-        with ctx.indent():
-            ctx.raise_("ValueError", f"{op}: negative dimension")
+        ctx.fail_if(f"{d} < 0", "ValueError", f"{op}: negative dimension")
         dims.append(d)
     lead = n - vvar.ndim
     for j in range(vvar.ndim):
         if vvar.type.shape[j] == 1:
             continue
-        ctx.line(f"if {value}.shape[{j}] != 1 and {value}.shape[{j}] != {dims[lead + j]}:")
-        with ctx.indent():
-            ctx.raise_("ValueError", f"{op}: cannot broadcast the value to the target shape")
+        ctx.fail_if(all_of([f"{value}.shape[{j}] != 1", f"{value}.shape[{j}] != {dims[lead + j]}"]),
+                    "ValueError", f"{op}: cannot broadcast the value to the target shape")
     out = ctx.alloc(0, tuple_expr(dims))
     if all(s == 1 for s in vvar.type.shape):  # one value fills everything
         v, flat, k = ctx.fresh("t"), ctx.fresh("of"), ctx.fresh("k")
@@ -134,9 +101,8 @@ def _emit_join(op, ctx) -> None:
         for d in range(ndim):
             if d == a:
                 continue
-            ctx.line(f"if {x}.shape[{d}] != {xs[0]}.shape[{d}]:")
-            with ctx.indent():
-                ctx.raise_("ValueError", f"{op}: the input shapes differ along axis {d}")
+            ctx.fail_if(f"{x}.shape[{d}] != {xs[0]}.shape[{d}]", "ValueError",
+                        f"{op}: the input shapes differ along axis {d}")
     total = " + ".join(f"{x}.shape[{a}]" for x in xs)
     dims = [total if d == a else f"{xs[0]}.shape[{d}]" for d in range(ndim)]
     out = ctx.alloc(0, tuple_expr(dims))
@@ -153,9 +119,7 @@ def _emit_arange(op, ctx) -> None:
     start, stop, step = (ctx.fresh(p) for p in ("start", "stop", "step"))
     for name, i in zip((start, stop, step), range(3)):
         ctx.line(f"{name} = {ctx.inp(i)}.item()")
-    ctx.line(f"if {step} == 0:")
-    with ctx.indent():
-        ctx.raise_("ValueError", f"{op}: step is zero")
+    ctx.fail_if(f"{step} == 0", "ValueError", f"{op}: step is zero")
     n = ctx.fresh("n")
     ctx.line(f"{n} = np.int64(math.ceil((np.float64({stop}) - np.float64({start})) / "
              f"np.float64({step})))")
@@ -331,7 +295,93 @@ def _gemm(typingctx, a, b, out):
 
 
 HELPER_REFS["_gemm"] = _gemm  # generated code names it; cached programs find it again
-numpy_cblas_gemm()  # its symbols must be known before a cached program's code loads
+
+
+def _matrix_of(context, builder, ty, value, batch_index, transposed):
+    """(data as i8*, (rows, cols), (row stride, column stride)) of the matrix a product reads
+    from array `value` of type `ty`: the array itself (2-d), or its matrix `batch_index` (3-d;
+    matrix 0 where its first length is 1); the transpose with `transposed`."""
+    arr = make_array(ty)(context, builder, value)
+    shape = cgutils.unpack_tuple(builder, arr.shape, ty.ndim)
+    strides = cgutils.unpack_tuple(builder, arr.strides, ty.ndim)
+    data = builder.bitcast(arr.data, _ll_void_p)
+    if ty.ndim == 3:
+        one = ir.Constant(shape[0].type, 1)
+        first = builder.select(builder.icmp_signed("!=", shape[0], one), batch_index,
+                               ir.Constant(shape[0].type, 0))
+        data = builder.gep(data, [builder.mul(first, strides[0])])
+        shape, strides = shape[1:], strides[1:]
+    if transposed:
+        shape, strides = shape[::-1], strides[::-1]
+    return data, shape, strides
+
+
+def _product_types_ok(out, *operands) -> bool:
+    return (isinstance(out, types.Array) and out.layout == "C" and out.mutable
+            and all(isinstance(t, types.Array) and t.dtype == out.dtype for t in operands)
+            and out.dtype in (types.float32, types.float64))
+
+
+@intrinsic
+def _gemm_batch(typingctx, a, b, out, ta, tb):
+    """out[i] = A_i @ B_i over the first axis of 3-d `out` (shapes checked by the caller): A_i
+    is `a`'s matrix i (3-d `a`, C-contiguous; matrix 0 where its first length is 1) or `a`
+    (2-d, C or F), transposed where `ta` (a literal bool: then `a` is the C array whose
+    matrices' transposes are the operands); B_i likewise. A loop of gemm calls lowered in
+    place: no function of its own to compile."""
+    if not (_product_types_ok(out, a, b) and out.ndim == 3
+            and isinstance(ta, types.BooleanLiteral) and isinstance(tb, types.BooleanLiteral)
+            and all((t.ndim == 3 and t.layout == "C") or (t.ndim == 2 and t.layout in "CF"
+                                                          and not flag.literal_value)
+                    for t, flag in ((a, ta), (b, tb)))):
+        return None
+    ensure_blas()
+
+    def codegen(context, builder, sig, args):
+        fn = _gemm_function(context, builder.module, out.dtype)
+        C = make_array(out)(context, builder, args[2])
+        batch, step = cgutils.unpack_tuple(builder, C.shape, 3)[0], \
+            cgutils.unpack_tuple(builder, C.strides, 3)[0]
+        with cgutils.for_range(builder, batch) as loop:
+            i = loop.index
+            a_data, (m, k), a_strides = _matrix_of(context, builder, a, args[0], i,
+                                                   ta.literal_value)
+            b_data, (_, n), b_strides = _matrix_of(context, builder, b, args[1], i,
+                                                   tb.literal_value)
+            c_data = builder.gep(builder.bitcast(C.data, _ll_void_p), [builder.mul(i, step)])
+            builder.call(fn, (a_data, m, k, *a_strides, b_data, n, *b_strides, c_data))
+        return context.get_dummy_value()
+
+    return types.none(a, b, out, ta, tb), codegen
+
+
+@intrinsic
+def _gemm_rows(typingctx, a, b, out):
+    """out = a @ b for C-contiguous `a` and `out` of one rank >= 2 and a 2-d `b` (C or F):
+    one gemm over the rows of all their leading axes, as numpy does, lowered in place."""
+    if not (_product_types_ok(out, a, b) and a.layout == "C" and a.ndim == out.ndim >= 2
+            and b.ndim == 2 and b.layout in "CF"):
+        return None
+    ensure_blas()
+
+    def codegen(context, builder, sig, args):
+        fn = _gemm_function(context, builder.module, out.dtype)
+        A, C = make_array(a)(context, builder, args[0]), make_array(out)(context, builder,
+                                                                           args[2])
+        dims = cgutils.unpack_tuple(builder, A.shape, a.ndim)
+        rows = dims[0]
+        for d in dims[1:-1]:
+            rows = builder.mul(rows, d)
+        k, isz = dims[-1], A.itemsize
+        b_data, (_, n), b_strides = _matrix_of(context, builder, b, args[1], None, False)
+        builder.call(fn, (builder.bitcast(A.data, _ll_void_p), rows, k, builder.mul(k, isz),
+                          isz, b_data, n, *b_strides, builder.bitcast(C.data, _ll_void_p)))
+        return context.get_dummy_value()
+
+    return types.none(a, b, out), codegen
+
+
+HELPER_REFS.update(_gemm_batch=_gemm_batch, _gemm_rows=_gemm_rows)
 
 
 @register_helper
@@ -348,6 +398,40 @@ def _matmul_loops(a, b, out):
                 out[i, j] += aip * b[p, j]
 
 
+def _batched_gemm_source(name: str, a3: bool, b3: bool, ta: bool, tb: bool) -> str:
+    """A function out[i] = A_i @ B_i over the first axis of 3-d `out` (_gemm_batch's product)
+    where an operand is typed 'A': one gemm cannot take is copied, and the gemm called again
+    (the copy's code is what costs: _gemm_batch lowers the other products in place)."""
+    def operand(x, batched, t):
+        m = f"{x}[i if {x}.shape[0] != 1 else 0]" if batched else x
+        return f"{m}.T" if t else m
+
+    return "\n".join([
+        f"def {name}(a, b, out):", "    for i in range(out.shape[0]):",
+        f"        x = {operand('a', a3, ta)}", f"        y = {operand('b', b3, tb)}",
+        "        if _gemm(x, y, out[i]) != 0:",
+        "            _gemm(np.ascontiguousarray(x), np.ascontiguousarray(y), out[i])"]) + "\n"
+
+
+def _batched_gemms() -> dict:
+    """Every variant of _batched_gemm_source, by name (jitted when first called)."""
+    out = {}
+    for a3, b3, ta, tb in itertools.product((False, True), repeat=4):
+        if not (a3 or b3) or (ta and not a3) or (tb and not b3):
+            continue
+        name = "bgemm_{}{}_{}{}".format("bB"[a3], "bB"[b3], "nt"[ta], "nt"[tb])
+        namespace = {"_gemm": _gemm, "np": np}
+        exec(_batched_gemm_source(name, a3, b3, ta, tb), namespace)
+        out[name] = numba.njit(cache=False, no_cpython_wrapper=True, no_cfunc_wrapper=True)(
+            namespace[name])
+    return out
+
+
+# one function per form of a batched product with an 'A' operand, shared by every program
+BATCHED_GEMMS = _batched_gemms()
+HELPER_REFS.update(BATCHED_GEMMS)
+
+
 @emit.register(MatMul)
 def _emit_matmul(op, ctx) -> None:
     a, b = ctx.inp(0), ctx.inp(1)
@@ -360,6 +444,7 @@ def _emit_matmul(op, ctx) -> None:
                     f"{op}: shapes not aligned (contracted dimensions differ)")
     dims, ia, ib = [], [], []  # per batch dim: its length, a's and b's index expressions
     loop = [ctx.fresh("i") for _ in range(nbatch)]
+    steps = []  # (name, axis): where index i of a batch axis reads element i, or 0 (length 1)
     for j in range(nbatch):
         cands = []
         for name, var, idx in ((a, va, ia), (b, vb, ib)):
@@ -369,9 +454,8 @@ def _emit_matmul(op, ctx) -> None:
             if var.type.shape[axis] == 1:
                 idx.append("0")
                 continue
-            step = ctx.fresh("sa")
-            ctx.line(f"{step} = 1 if {name}.shape[{axis}] != 1 else 0")
-            idx.append(f"{loop[j]} * {step}")
+            steps.append((name, axis))
+            idx.append(f"{loop[j]} * {{{len(steps) - 1}}}")
             cands.append(f"{name}.shape[{axis}]")
         dims.append(broadcast_dim(ctx, cands, f"{op}: batch dimensions cannot be broadcast"))
     dims += [f"{a}.shape[{va.ndim - 2}]", f"{b}.shape[{vb.ndim - 1}]"]
@@ -395,13 +479,19 @@ def _emit_matmul(op, ctx) -> None:
     fn = ctx.helper("matmul", _gemm if blas else _matmul_loops)
     if blas and nbatch and vb.ndim == 2 and layouts[0] == "C":
         # (..., M, K) @ (K, N) with a C-contiguous `a`: one gemm over all its rows, as numpy
-        rows = " * ".join(f"{a}.shape[{k}]" for k in range(va.ndim - 1))
-        flat_a = reshaped(ctx, a, f"({rows}, {a}.shape[{va.ndim - 1}])")
-        flat_out = reshaped(ctx, out, f"({rows}, {dims[-1]})")
         right = b if layouts[1] != "A" else f"np.ascontiguousarray({b})"
-        ctx.line(f"{fn}({flat_a}, {right}, {flat_out})")
+        ctx.line(f"{ctx.helper('gemm_rows', _gemm_rows)}({a}, {right}, {out})")
         _round_half(ctx, out, out_dtype)
         return
+    if blas and nbatch == 1:
+        _emit_batched(ctx, (a, b), (va, vb), layouts, out, nd)
+        _round_half(ctx, out, out_dtype)
+        return
+    if steps:  # (the index of a batch axis: i times 0 or 1)
+        names = [ctx.fresh("sa") for _ in steps]
+        for step, (name, axis) in zip(names, steps):
+            ctx.line(f"{step} = int({name}.shape[{axis}] != 1)")
+        ia, ib = ([e.format(*names) for e in idx] for idx in (ia, ib))
     for j in range(nbatch):
         ctx.line(f"for {loop[j]} in range({dims[j]}):")
         ctx.em.depth += 1
@@ -431,6 +521,26 @@ def _emit_matmul(op, ctx) -> None:
         ctx.line(f"{fn}({sa}, {sb}, {so})")
     ctx.em.depth -= nbatch
     _round_half(ctx, out, out_dtype)
+
+
+def _emit_batched(ctx, names, variables, layouts, out, nd) -> None:
+    """One call of the BATCHED_GEMMS function for a product with one batch axis."""
+    operands, flags = [], []
+    for i, (name, var) in enumerate(zip(names, variables)):
+        base = ctx.swapped_base(i) if layouts[i] == "A" and var.ndim == nd else None
+        if base is not None:  # (its matrices are the transposes of a C array's)
+            name, layouts[i] = base, "C"
+        operands.append(name)
+        flags.append(base is not None)
+    # a C 3-d array's matrices, and a C or F matrix, always suit gemm; others may not
+    if all(lay == "C" or (v.ndim == 2 and lay == "F") for v, lay in zip(variables, layouts)):
+        fn = ctx.helper("gemm_batch", _gemm_batch)
+        ctx.line(f"{fn}({operands[0]}, {operands[1]}, {out}, {flags[0]}, {flags[1]})")
+        return
+    helper = "bgemm_{}{}_{}{}".format(*("bB"[v.ndim == nd] for v in variables),
+                                      *("nt"[t] for t in flags))
+    ctx.line(f"{ctx.helper(helper, BATCHED_GEMMS[helper])}({operands[0]}, {operands[1]}, "
+             f"{out})")
 
 
 def _round_half(ctx, out: str, out_dtype: str) -> None:

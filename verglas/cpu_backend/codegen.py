@@ -20,7 +20,7 @@ from verglas.cpu_backend.rowfusion import emit_row_group
 from verglas.cpu_backend.storage import Storage
 from verglas.schedule.program import Step
 from verglas.schedule.repeats import Repeat
-from verglas.source import Emitter
+from verglas.source import Emitter, any_of
 
 __all__ = ["Emitter", "ProgramSource", "generate", "INLINE_CONSTANT_LIMIT", "np_dtype"]
 
@@ -239,10 +239,9 @@ class StepContext(EmitContext):
             if static is not None and hi < static and -lo <= static:
                 continue
             n = f"{self.inp(i)}.shape[{axis}]"
-            self.line(f"if {n} <= {hi} or {n} < {-lo}:")
-            with self.indent():
-                self.raise_("IndexError", f"{self.op}: index {hi if hi >= -lo else lo} is out "
-                                          f"of bounds for axis {axis}")
+            self.fail_if(any_of([f"{n} <= {hi}", f"{n} < {-lo}"]), "IndexError",
+                         f"{self.op}: index {hi if hi >= -lo else lo} is out of bounds for "
+                         f"axis {axis}")
 
     def set_scalar(self, j: int, expr: str) -> None:
         """Declare output `j` a one-element buffer equal to `expr`; emitted only if used."""
@@ -354,9 +353,7 @@ class StepContext(EmitContext):
         todo = facts.unproven(pairs)
         if not todo:
             return
-        self.line(f"if {' or '.join(f'{a} != {b}' for a, b in todo)}:")
-        with self.indent():
-            self.raise_(exc, message)
+        self.fail_if(any_of(f"{a} != {b}" for a, b in todo), exc, message)
         if self.em.depth == self.src.straight_depth:  # (in a branch or loop, only there)
             for a, b in todo:
                 facts.learn(a, b)

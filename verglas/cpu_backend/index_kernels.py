@@ -16,6 +16,7 @@ import numpy as np
 from verglas.cpu_backend.dtypes import cast_expr
 from verglas.cpu_backend.kernels import _bdim, arith, emit, register_helper
 from verglas.ops.indexing import AdvancedIncSubtensor, AdvancedSubtensor, IncSubtensor, Subtensor
+from verglas.source import all_of, any_of
 
 __all__ = []
 
@@ -64,9 +65,8 @@ def _scalar_index(ctx, name: str, x: str, axis: int, op) -> str:
     """Emit a bounds-checked, wrapped integer index read from 0-d `name`; return its name."""
     i = ctx.fresh("ix")
     ctx.line(f"{i} = np.int64({name}.item())")
-    ctx.line(f"if {i} < -{x}.shape[{axis}] or {i} >= {x}.shape[{axis}]:")
-    with ctx.indent():
-        ctx.raise_("IndexError", f"{op}: index out of bounds for axis {axis}")
+    ctx.fail_if(any_of([f"{i} < -{x}.shape[{axis}]", f"{i} >= {x}.shape[{axis}]"]),
+                "IndexError", f"{op}: index out of bounds for axis {axis}")
     ctx.line(f"if {i} < 0:")
     with ctx.indent():
         ctx.line(f"{i} += {x}.shape[{axis}]")
@@ -93,9 +93,7 @@ def _basic_index(ctx, op, x: str, first_input: int) -> list[str]:
                 ctx.line(f"{c} = np.int64({ctx.inp(k)}.item())")
                 k += 1
                 if j == 2:
-                    ctx.line(f"if {c} == 0:")
-                    with ctx.indent():
-                        ctx.raise_("ValueError", f"{op}: slice step cannot be zero")
+                    ctx.fail_if(f"{c} == 0", "ValueError", f"{op}: slice step cannot be zero")
                 comps.append(c)
             parts.append(":".join(comps))
         axis += 1
@@ -132,9 +130,8 @@ def _check_value(ctx, op, v: str, vndim: int, target: list[str]) -> None:
     """Emit a ValueError when value `v` does not broadcast to the shape `target`."""
     lead = len(target) - vndim
     for j in range(vndim):
-        ctx.line(f"if {v}.shape[{j}] != 1 and {v}.shape[{j}] != {target[lead + j]}:")
-        with ctx.indent():
-            ctx.raise_("ValueError", f"{op}: the value cannot be broadcast to the indexed shape")
+        ctx.fail_if(all_of([f"{v}.shape[{j}] != 1", f"{v}.shape[{j}] != {target[lead + j]}"]),
+                    "ValueError", f"{op}: the value cannot be broadcast to the indexed shape")
 
 
 def _stored(ctx, op, target: str, val: str) -> str:
@@ -225,10 +222,8 @@ def _advanced_plan(ctx, op, x: str, xvar, first_input: int):
             k += 1
             if var.dtype == "bool":
                 for j in range(var.ndim):
-                    ctx.line(f"if {name}.shape[{j}] != {x}.shape[{axis + j}]:")
-                    with ctx.indent():
-                        ctx.raise_("IndexError", f"{op}: the boolean index does not match the "
-                                                 f"indexed axes")
+                    ctx.fail_if(f"{name}.shape[{j}] != {x}.shape[{axis + j}]", "IndexError",
+                                f"{op}: the boolean index does not match the indexed axes")
                 if var.ndim == 0:  # x[True] adds an axis of length 1, x[False] of length 0
                     z = ctx.fresh("nz")
                     ctx.line(f"{z} = np.zeros(1 if {name}.item() else 0, np.int64)")
@@ -260,9 +255,7 @@ def _advanced_plan(ctx, op, x: str, xvar, first_input: int):
                 comps.append(None)
         step = comps[2] or "1"
         if comps[2]:
-            ctx.line(f"if {step} == 0:")
-            with ctx.indent():
-                ctx.raise_("ValueError", f"{op}: slice step cannot be zero")
+            ctx.fail_if(f"{step} == 0", "ValueError", f"{op}: slice step cannot be zero")
         first, length = ctx.fresh("s0"), ctx.fresh("sn")
         fn = ctx.helper("slice_range", _slice_range)
         ctx.line(f"{first}, {length} = {fn}({x}.shape[{axis}], {comps[0] or 0}, "
@@ -283,16 +276,13 @@ def _advanced_plan(ctx, op, x: str, xvar, first_input: int):
         for c in cands[1:]:
             ctx.line(f"{b} = {bdim}({b}, {c})")
         if len(cands) > 1:
-            ctx.line(f"if {b} < 0:")
-            with ctx.indent():
-                ctx.raise_("IndexError", f"{op}: shape mismatch: index arrays cannot be "
-                                         f"broadcast together")
+            ctx.fail_if(f"{b} < 0", "IndexError",
+                        f"{op}: shape mismatch: index arrays cannot be broadcast together")
         block.append(b)
     # numpy checks index arrays only where their broadcast block is not empty
     for ok, axis in bound_checks:
-        ctx.line(f"if not {ok} and {' * '.join(block)} != 0:")
-        with ctx.indent():
-            ctx.raise_("IndexError", f"{op}: index out of bounds for axis {axis}")
+        ctx.fail_if(all_of([f"not {ok}", f"{' * '.join(block)} != 0"]), "IndexError",
+                    f"{op}: index out of bounds for axis {axis}")
     btuple = "(" + "".join(f"{b}, " for b in block) + ")"
     reads = []  # (axis or None, name of the broadcast array or scalar)
     for name, nd, ax, scalar in arrays:

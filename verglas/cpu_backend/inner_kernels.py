@@ -70,9 +70,8 @@ def _sequence(ctx, j: int, n: str) -> tuple[str, bool]:
     """(name of sequence j with C-contiguous rows, whether its rows are read with c_row)."""
     op, x = ctx.op, ctx.inp(1 + j)
     offs = op.layout.seq_offsets[j]
-    ctx.line(f"if {x}.shape[0] < {n} + {max(offs)}:")
-    with ctx.indent():
-        ctx.raise_("ValueError", f"{op}: sequence {j} is shorter than the steps need")
+    ctx.fail_if(f"{x}.shape[0] < {n} + {max(offs)}", "ValueError",
+                f"{op}: sequence {j} is shorter than the steps need")
     if ctx.node.inputs[1 + j].ndim == 1 or ctx.is_contiguous(1 + j):
         return x, False
     # rows read in place, also from a view stepping backwards along axis 0 (a gradient's
@@ -98,10 +97,8 @@ class _State:
         init = ctx.inp(1 + n_seqs + q)
         mit = q < lay.n_mit_sot
         if mit:
-            ctx.line(f"if {init}.shape[0] != {k}:")
-            with ctx.indent():
-                ctx.raise_("ValueError", f"{op}: mit-sot initial value {q} needs a leading "
-                                         f"length of {k}")
+            ctx.fail_if(f"{init}.shape[0] != {k}", "ValueError",
+                        f"{op}: mit-sot initial value {q} needs a leading length of {k}")
         self.dims = _dims(init, 1 if mit else 0, self.st.ndim)
         self.window = None
         if q in ctx.step.loop.registers:  # window[i]: the state's value i + 1 steps back
@@ -208,9 +205,7 @@ def _emit_scan(op, ctx) -> None:
     n_seqs, n_states = lay.n_seqs, lay.n_states
     n = ctx.fresh("n")
     ctx.line(f"{n} = np.int64({ctx.scalar(0) or ctx.inp(0) + '[()]'})")
-    ctx.line(f"if {n} < 0:")
-    with ctx.indent():
-        ctx.raise_("ValueError", f"{op}: n_steps must be >= 0")
+    ctx.fail_if(f"{n} < 0", "ValueError", f"{op}: n_steps must be >= 0")
     seqs = [_sequence(ctx, j, n) for j in range(n_seqs)]
     states = [_State(ctx, q, n) for q in range(n_states)]
     non_seqs = []
@@ -292,10 +287,9 @@ def _emit_scan(op, ctx) -> None:
                     ctx.line(f"{window[i]} = {window[i - 1]}")
                 ctx.line(f"{window[0]} = {new}")
             elif state.q not in directed and state.q not in loop.in_place:
-                ctx.line(f"if {value}.shape != {state.buf}.shape[1:]:")
-                with ctx.indent():
-                    ctx.raise_("ValueError", f"{op}: a step gave state output {state.q} a "
-                                             f"shape other than its previous value's")
+                ctx.fail_if(f"{value}.shape != {state.buf}.shape[1:]", "ValueError",
+                            f"{op}: a step gave state output {state.q} a shape other than its "
+                            f"previous value's")
                 _copy(ctx, state.row(ctx, 0, step), value, state.st.ndim, is_c[0])
             state.advance(ctx)
         for i, ((tr, wi), t) in enumerate(zip(traces, nit_types)):
@@ -313,11 +307,10 @@ def _emit_scan(op, ctx) -> None:
             if kind == "scalar":
                 ctx.line(f"{tr}[{at}] = {value}")
             else:
-                ctx.line(f"{'if' if i in up_front else 'elif'} {value}.shape != "
-                         f"{tr}.shape[1:]:")
-                with ctx.indent():
-                    ctx.raise_("ValueError", f"{op}: a step gave nit-sot output {i} a shape "
-                                             f"other than earlier steps'")
+                # (true at the first step too, whose row shape made the trace)
+                ctx.fail_if(f"{value}.shape != {tr}.shape[1:]", "ValueError",
+                            f"{op}: a step gave nit-sot output {i} a shape other than earlier "
+                            f"steps'")
                 _copy(ctx, f"{tr}[{at}]", value if t.ndim else f"{value}[()]", t.ndim,
                       is_c[0])
             if wi is not None:

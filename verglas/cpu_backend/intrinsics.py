@@ -27,7 +27,8 @@ except ImportError:  # pragma: no cover - then programs call np.empty
 
 __all__ = ["RuntimeBroadcast", "c_view", "c_row", "c_head", "permuted", "empty_c", "scalars_at",
            "reshaped", "empty_expr", "zero_d", "ws_take", "ws_add", "ws_reserve", "ws_carve",
-           "float_to_int", "WORKSPACE_TOO_BIG", "WORKSPACE_ALIGN"]
+           "float_to_int", "select", "reshape_lengths", "RAISE_IF", "WORKSPACE_TOO_BIG",
+           "WORKSPACE_ALIGN"]
 
 WORKSPACE_ALIGN = 64  # bytes: every array carved from a workspace starts on a cache line
 
@@ -328,6 +329,99 @@ def float_to_int(typingctx, x, signed):
         return builder.select(negative, as_signed, _saturated_int(builder, value, False))
 
     return ret(x, signed), codegen
+
+
+@intrinsic
+def select(typingctx, cond, a, b):
+    """`a if cond else b` as one LLVM select: numba makes blocks of a conditional expression,
+    and every block costs compile time in all of its passes over a program function (both
+    `a` and `b` are evaluated: callers pass values, not expressions that may fail)."""
+    ty = typingctx.unify_types(a, b)
+    if ty is None:
+        return None
+
+    def codegen(context, builder, sig, args):
+        c = context.cast(builder, args[0], sig.args[0], types.boolean)
+        return builder.select(c, context.cast(builder, args[1], sig.args[1], ty),
+                              context.cast(builder, args[2], sig.args[2], ty))
+
+    return ty(cond, a, b), codegen
+
+
+@intrinsic
+def reshape_lengths(typingctx, size, dims, op):
+    """The lengths of a reshape of `size` elements to `dims` (integers, at most one -1), with
+    numpy's checks (ValueError naming `op`, a literal string): no other negative length, at
+    most one -1, the sizes agree; a -1 becomes the length it stands for. One call where the
+    same checks written out in a program cost ~45 numba statements."""
+    if not (isinstance(size, types.Integer) and isinstance(op, types.StringLiteral)
+            and isinstance(dims, types.BaseTuple) and len(dims) >= 1
+            and all(isinstance(t, types.Integer) for t in dims)):
+        return None
+    name = op.literal_value
+    ret = types.UniTuple(types.intp, len(dims))
+
+    def codegen(context, builder, sig, args):
+        intp = context.get_value_type(types.intp)
+        n = context.cast(builder, args[0], sig.args[0], types.intp)
+        values = [context.cast(builder, v, t, types.intp) for v, t in
+                  zip(cgutils.unpack_tuple(builder, args[1], len(dims)), dims)]
+        minus_one = [builder.icmp_signed("==", v, intp(-1)) for v in values]
+
+        def fail_if(condition, message):
+            with cgutils.if_unlikely(builder, condition):
+                context.call_conv.return_user_exc(builder, ValueError, (f"{name}: {message}",))
+
+        negative = llvm_ir.Constant(llvm_ir.IntType(1), 0)
+        for v in values:
+            negative = builder.or_(negative, builder.icmp_signed("<", v, intp(-1)))
+        fail_if(negative, "negative dimension in the new shape")
+        count = intp(0)
+        known = intp(1)
+        for v, m in zip(values, minus_one):
+            count = builder.add(count, builder.zext(m, intp))
+            known = builder.mul(known, builder.select(m, intp(1), v))
+        fail_if(builder.icmp_signed(">", count, intp(1)), "more than one -1 in the new shape")
+        one = builder.icmp_signed("==", count, intp(1))
+        divisor = builder.select(builder.icmp_signed("==", known, intp(0)), intp(1), known)
+        uneven = builder.or_(builder.icmp_signed("==", known, intp(0)),
+                             builder.icmp_signed("!=", builder.srem(n, divisor), intp(0)))
+        fail_if(builder.and_(one, uneven), "cannot reshape the array into the new shape")
+        fail_if(builder.and_(builder.not_(one), builder.icmp_signed("!=", known, n)),
+                "cannot reshape the array into the new shape (sizes differ)")
+        missing = builder.sdiv(n, divisor)
+        return context.make_tuple(builder, ret, [builder.select(m, missing, v)
+                                                 for v, m in zip(values, minus_one)])
+
+    return ret(size, dims, op), codegen
+
+
+def _raise_if(exc: type):
+    @intrinsic
+    def raise_if(typingctx, cond, message):
+        """Raise `exc(message)` (a literal string) from the calling function when `cond`.
+
+        What `if cond: raise exc(message)` does, without the two blocks numba makes of it:
+        measured on a transformer's gradient (52 checks), 18% of its program's compile time.
+        """
+        if not isinstance(message, types.StringLiteral):
+            return None
+        text = message.literal_value
+
+        def codegen(context, builder, sig, args):
+            failed = context.cast(builder, args[0], sig.args[0], types.boolean)
+            with cgutils.if_unlikely(builder, failed):
+                context.call_conv.return_user_exc(builder, exc, (text,))
+            return context.get_dummy_value()
+
+        return types.none(cond, message), codegen
+
+    return raise_if
+
+
+# the exceptions generated checks raise -> the intrinsic raising each
+RAISE_IF = {exc.__name__: _raise_if(exc)
+            for exc in (ValueError, IndexError, MemoryError, RuntimeBroadcast)}
 
 
 def zero_d(value: str) -> str:

@@ -18,9 +18,10 @@ import numpy as np
 
 from verglas.cpu_backend.dtypes import cast_expr, half_round, storage_dtype
 from verglas.cpu_backend.dtypes import literal as source_literal
-from verglas.cpu_backend.intrinsics import (RuntimeBroadcast, c_head, c_row, c_view, empty_c,
-                                            empty_expr, float_to_int, permuted, prefer_wide_vectors,
-                                            reshaped, scalars_at, ws_add, ws_carve, ws_reserve,
+from verglas.cpu_backend.intrinsics import (RAISE_IF, RuntimeBroadcast, c_head, c_row, c_view,
+                                            empty_c, empty_expr, float_to_int, permuted,
+                                            prefer_wide_vectors, reshape_lengths, reshaped,
+                                            scalars_at, select, ws_add, ws_carve, ws_reserve,
                                             ws_take)
 from verglas.cpu_backend.vmath import FASTMATH, VMATH
 from verglas.ops import scalar as s
@@ -30,6 +31,7 @@ from verglas.scalar_code import (HELPERS, ElementBlock, TermLoops, emit_scalar, 
                                  substitute, variant)
 from verglas.scalar_code import arith as scalar_arith
 from verglas import source
+from verglas.source import all_of
 
 __all__ = ["RuntimeBroadcast", "EmitContext", "KernelContext", "emit", "scalar_impl", "literal",
            "register_helper", "helper_ref", "resolve_helper", "HELPER_REFS"]
@@ -44,7 +46,8 @@ HELPER_REFS.update(scalars_at=scalars_at, c_view=c_view, c_row=c_row, c_head=c_h
                    empty_c=empty_c, ws_take=ws_take, ws_add=ws_add, ws_reserve=ws_reserve,
                    ws_carve=ws_carve,
                    prefer_wide_vectors=prefer_wide_vectors, half_round=half_round,
-                   float_to_int=float_to_int)
+                   float_to_int=float_to_int, select=select, reshape_lengths=reshape_lengths,
+                   **{f"raise_if_{name}": fn for name, fn in RAISE_IF.items()})
 
 
 def register_helper(fn):
@@ -116,8 +119,8 @@ _BOOL_RESULT = frozenset({"lt", "le", "gt", "ge", "eq", "neq", "isnan", "isinf"}
 
 
 # float arguments: numba's numpy functions where they beat the shared scalar code (np.floor
-# keeps -0.0 and maps to a vector instruction)
-FLOAT_IMPL = {"floor": "np.floor(x)", "ceil": "np.ceil(x)"}
+# keeps -0.0 and maps to a vector instruction); isinf without the `or` numba makes blocks of
+FLOAT_IMPL = {"floor": "np.floor(x)", "ceil": "np.ceil(x)", "isinf": "(abs(x) == math.inf)"}
 
 
 def _compile_helpers() -> None:
@@ -193,6 +196,8 @@ def _write_op(ctx, sop, args: list[str], arg_dtypes: list[str], out_dtype: str) 
             fn = ctx.helper("float_to_int", float_to_int)
             expr = f"{fn}({expr}, {out_dtype != 'uint64'})"
             exact_type = out_dtype in ("int64", "uint64")
+    elif isinstance(sop, s.Switch):  # (a conditional expression: blocks numba compiles)
+        expr = f"{ctx.helper('select', select)}({', '.join(args)})"
     elif isinstance(sop, (s.Neg, s.Invert)) and arg_dtypes[0] == "bool":
         expr = f"not {args[0]}"
         exact_type = True
@@ -323,6 +328,12 @@ class EmitContext(source.EmitContext):
 
     def helper(self, prefix: str, fn) -> str:
         return self.src.add_global(prefix, fn)
+
+    def fail_if(self, condition: str, exc: str, message: str) -> None:
+        """The check as one call of a raising intrinsic, not an `if` and a `raise`: numba's
+        passes cost per block of a program function (intrinsics.RAISE_IF)."""
+        fn = self.helper(f"raise_if_{exc}", RAISE_IF[exc])
+        self.line(f"{fn}({condition}, {message!r})")
 
     def keeps_scalars(self) -> bool:
         """Whether 0-d elementwise results stay scalar locals rather than arrays."""
@@ -559,9 +570,7 @@ def broadcast_dim(ctx, candidates: list[str], message: str) -> str:
         bdim = ctx.helper("bdim", _bdim)
         for c in candidates[1:]:
             ctx.line(f"{d} = {bdim}({d}, {c})")
-        ctx.line(f"if {d} < 0:")
-        with ctx.indent():
-            ctx.raise_("ValueError", message)
+        ctx.fail_if(f"{d} < 0", "ValueError", message)
     return d
 
 
@@ -719,10 +728,9 @@ def _emit_elemwise_generic(op, ctx, arrays, scalars) -> None:
             continue
         for i, name in arrays:
             if node.inputs[i].type.shape[axis] is None:
-                ctx.line(f"if {name}.shape[{axis}] != 1 and {name}.shape[{axis}] != "
-                         f"{out_static[axis]}:")
-                with ctx.indent():
-                    ctx.raise_("ValueError", f"{op}: input shapes cannot be broadcast together")
+                ctx.fail_if(all_of([f"{name}.shape[{axis}] != 1",
+                                    f"{name}.shape[{axis}] != {out_static[axis]}"]),
+                            "ValueError", f"{op}: input shapes cannot be broadcast together")
     fixed = []
     for i, name in arrays:
         if all(m != "unknown" for m in modes[i]):

@@ -17,7 +17,7 @@ from verglas.cpu_backend.kernels import (HELPER_REFS, KernelContext, arith, broa
 from verglas.cpu_backend.vmath import _as_float, _as_int
 from verglas.ops.reduce import All, Any, Argmax, Argmin, CumSum, Max, Min, Prod, Reduce, Sum
 from verglas.schedule.variants import broadcast_modes
-from verglas.source import tuple_expr
+from verglas.source import any_of, tuple_expr
 
 __all__ = ["start_order_reduction", "order_update", "order_result"]
 
@@ -257,10 +257,8 @@ def _emit_reduce_inline(op, ctx) -> None:
     dims = elements.dims
     out = ctx.alloc(0, _reduced_shape(op, dims))
     if not op.has_identity and op.axis:
-        ctx.line(f"if {' or '.join(f'{dims[a]} == 0' for a in op.axis)}:")
-        with ctx.indent():
-            ctx.raise_("ValueError", f"{op}: zero-size array to a reduction that has no "
-                                     f"identity")
+        ctx.fail_if(any_of(f"{dims[a]} == 0" for a in op.axis), "ValueError",
+                    f"{op}: zero-size array to a reduction that has no identity")
     ov = ctx.fresh("ov")
     ctx.line(f"{ov} = {reshaped(ctx, out, tuple_expr(dims[a] for a in kept))}")
     iv = [ctx.fresh("i") for _ in range(ndim)]
@@ -338,10 +336,8 @@ def _emit_argmax(op, ctx) -> None:
         dims = [f"{x}.shape[{a}]" for a in range(ndim) if a not in axes]
     out = ctx.alloc(0, "(" + "".join(f"{d}, " for d in dims) + ")")
     if op.axis is None:
-        ctx.line(f"if {x}.size == 0:")
-        with ctx.indent():
-            ctx.raise_("ValueError", f"{op}: attempt to get the index of an extremum of an "
-                                     f"empty sequence")
+        ctx.fail_if(f"{x}.size == 0", "ValueError",
+                    f"{op}: attempt to get the index of an extremum of an empty sequence")
         flat = ctx.fresh("xf")
         src = x if ctx.is_contiguous(0) else f"np.ascontiguousarray({x})"
         ctx.line(f"{flat} = {reshaped(ctx, src, f'{x}.size')}")
@@ -349,10 +345,8 @@ def _emit_argmax(op, ctx) -> None:
         iv = []
     else:
         a = op.axis
-        ctx.line(f"if {x}.shape[{a}] == 0:")
-        with ctx.indent():
-            ctx.raise_("ValueError", f"{op}: attempt to get the index of an extremum of an "
-                                     f"empty sequence")
+        ctx.fail_if(f"{x}.shape[{a}] == 0", "ValueError",
+                    f"{op}: attempt to get the index of an extremum of an empty sequence")
         kept = [d for d in range(ndim) if d != a]
         iv = [ctx.fresh("i") for _ in range(ndim)]
 

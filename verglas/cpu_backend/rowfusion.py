@@ -76,10 +76,8 @@ def emit_row_group(group, contexts) -> None:
             x = ctx.inp(0)
             cols = f"{x}.shape[1]" if step.inputs[0] not in local else None
             if not node.op.has_identity:
-                ctx.line(f"if {cols or cols_of[step.inputs[0]]} == 0:")
-                with ctx.indent():
-                    ctx.raise_("ValueError", f"{node.op}: zero-size array to a reduction that "
-                                             f"has no identity")
+                ctx.fail_if(f"{cols or cols_of[step.inputs[0]]} == 0", "ValueError",
+                            f"{node.op}: zero-size array to a reduction that has no identity")
             if step.outputs[0] not in local:
                 shape = f"({rows}, 1, )" if node.op.keepdims else f"({rows}, )"
                 if nd > 2:

@@ -18,7 +18,7 @@ import numba
 import numpy as np
 
 from verglas import cache
-from verglas.backend import Backend, Runner
+from verglas.backend import Backend, Runner, gc_paused
 from verglas.config import config
 from verglas.cpu_backend import kernels
 from verglas.cpu_backend.blas import numpy_cblas_gemm
@@ -300,6 +300,11 @@ class CPURunner(Runner):
     def compile(self) -> None:
         """Compile (or load from numba's cache) the signature every call uses, and no other:
         a call with other argument types raises TypeError (the Function converts them)."""
+        with gc_paused():
+            self._compile()
+        self.jitted.disable_compile()
+
+    def _compile(self) -> None:
         try:
             self.jitted.compile(self.signature)
         except Exception as exc:
@@ -314,7 +319,6 @@ class CPURunner(Runner):
                 if isinstance(value, numba.core.registry.CPUDispatcher) and stored is not None:
                     stored.flush()
             self.jitted.compile(self.signature)
-        self.jitted.disable_compile()
 
     def arguments(self, args: list) -> list:
         """The jitted function's arguments for the program's inputs `args`."""

@@ -119,3 +119,30 @@ def test_cpu_source_is_the_module_that_runs_and_runs_on_its_own():
     got = namespace["program"](*args)
     for a, b in zip(got, f(xv, wv)):
         np.testing.assert_allclose(a, b, rtol=1e-14)
+
+
+def test_gc_paused_restores_the_collector():
+    """Compiles pause the cyclic collector and resume it after the last one, even when one
+    raises; a collector the application turned off stays off."""
+    import gc
+
+    from verglas.backend import gc_paused
+
+    assert gc.isenabled()
+    with gc_paused():
+        assert not gc.isenabled()
+        with gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # (the outer compile is still under way)
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError):
+        with gc_paused():
+            raise RuntimeError("a failed compile")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with gc_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -80,6 +80,35 @@ def test_a_reshape_to_lengths_needs_no_minus_one_handling():
                  ValueError, "Reshape")
 
 
+@pytest.mark.parametrize("lengths, shape, message", [
+    ((-1, -1), (2, 3, 4), "more than one -1"),
+    ((-1, -2), (2, 3, 4), "more than one -1"),
+    ((-1, 5), (2, 3, 4), r"new shape$"),
+    ((5, 5), (2, 3, 4), "sizes differ"),
+    ((-1, 0), (0, 3, 4), r"new shape$"),
+    ((0, -1), (2, 0, 4), r"new shape$"),
+])
+def test_a_reshape_to_any_lengths_checks_as_numpy(lengths, shape, message):
+    """Lengths only known at run time: numpy's -1 resolution and checks, in one intrinsic call
+    (reshape_lengths), each error with its own message; numpy takes any negative length for
+    the unknown one (the program once raised "negative dimension" for -2)."""
+    x = vg.tensor("x", shape=(None, None, None), dtype="float32")
+    n = vg.tensor("n", shape=(), dtype="int64")
+    m = vg.tensor("m", shape=(), dtype="int64")
+    outs = [x.reshape((n, m)) * 2.0]
+    xs = random_array(rng(14), "float32", shape)
+    expect_error([x, n, m], outs, [xs, np.int64(lengths[0]), np.int64(lengths[1])],
+                 ValueError, "Reshape")
+    fast, _ = compile_pair([x, n, m], outs)
+    with pytest.raises(ValueError, match=message):
+        fast(xs, np.int64(lengths[0]), np.int64(lengths[1]))
+    for good in [(-1, 4), (6, -1), (24, 1), (-1, 24), (-2, 12), (2, -7)]:
+        compare_backend([x, n, m], outs, [random_array(rng(15), "float32", (2, 3, 4)),
+                                          np.int64(good[0]), np.int64(good[1])])
+    compare_backend([x, n, m], outs, [random_array(rng(15), "float32", (0, 3, 4)),
+                                      np.int64(-1), np.int64(4)])
+
+
 @functools.cache
 def matmul_program():
     a = vg.tensor("a", shape=(None, None), dtype="float64")

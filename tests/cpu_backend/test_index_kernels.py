@@ -119,8 +119,8 @@ def test_an_inplace_scatter_into_zeros_does_not_copy_its_target():
     g = rng(12)
     arrays = [g.normal(size=(6, 3)).astype("float32"), np.array([0, 5, 0, 2]),
               g.normal(size=(4, 3)).astype("float32")]
-    for out, assignments in [(vg.inc_subtensor(vg.zeros_like(table)[ids], d), 0),
-                             (vg.set_subtensor(vg.zeros_like(table)[1:3], d[:2]), 1)]:
+    for out in [vg.inc_subtensor(vg.zeros_like(table)[ids], d),
+                vg.set_subtensor(vg.zeros_like(table)[1:3], d[:2])]:
         fast, _ = compile_pair([table, ids, d], [out])
-        assert fast._runner.text.count("[...] =") == assignments  # (the set's own)
+        assert fast._runner.text.count("[...] =") == 0  # (the set writes in loops of its own)
         compare_backend([table, ids, d], [out], arrays)

@@ -610,3 +610,30 @@ def test_index_arrays_of_an_empty_block_are_not_bounds_checked():
     for shape in ((2, 0), (0, 1)):  # a non-empty block is checked, the result empty or not
         with pytest.raises(IndexError, match="axis 0"):
             f(np.zeros(shape, dtype="complex64"), np.array([5]))
+
+
+def test_an_update_of_a_reversed_view_of_known_length():
+    """x[::-1] += x with x of a length LLVM knows (a broadcast to 28, seed 11161): the loop
+    numba makes of `view[...] = view + v` crashed LLVM's vectorizer (an assertion: the process
+    aborted). Updates are loops of their own now; a value sharing the view's storage is read
+    as numpy reads it, as if copied first."""
+    x = t("x", (None,), "float64")
+    b = vg.broadcast_to(x, shape=(28,))
+    outs = [vg.inc_subtensor(b[::-1], b), vg.set_subtensor(b[::-1], b),
+            vg.inc_subtensor(b[::2], b[1::2]), vg.inc_subtensor(x[::-1], x)]
+    values = [np.random.default_rng(11161).normal(size=28)]
+    xs = values[0]
+    want = []
+    for update, dst, src in [("inc", slice(None, None, -1), slice(None)),
+                             ("set", slice(None, None, -1), slice(None)),
+                             ("inc", slice(None, None, 2), slice(1, None, 2)),
+                             ("inc", slice(None, None, -1), slice(None))]:
+        w = xs.copy()
+        if update == "inc":
+            w[dst] += w[src]
+        else:
+            w[dst] = w[src]
+        want.append(w)
+    for mode in ("fast_run", "reference"):
+        for got, w in zip(run([x], outs, values, mode=mode), want):
+            same(got, w)

@@ -13,10 +13,10 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from verglas.cpu_backend.dtypes import cast_expr
+from verglas.cpu_backend.dtypes import cast_expr, storage_dtype
 from verglas.cpu_backend.kernels import _bdim, arith, emit, register_helper
 from verglas.ops.indexing import AdvancedIncSubtensor, AdvancedSubtensor, IncSubtensor, Subtensor
-from verglas.source import all_of, any_of
+from verglas.source import all_of, any_of, tuple_expr
 
 __all__ = []
 
@@ -152,13 +152,6 @@ def _stored(ctx, op, target: str, val: str) -> str:
     return cast_expr(val, x_dtype, ctx.src)
 
 
-def _converting(ctx) -> bool:
-    """Whether an update needs an explicit conversion per element (see _stored)."""
-    x_dtype, v_dtype = ctx.input_var(0).dtype, ctx.input_var(1).dtype
-    return x_dtype == "float16" or (np.dtype(v_dtype).kind == "c"
-                                    and np.dtype(x_dtype).kind != "c")
-
-
 @emit.register(IncSubtensor)
 def _emit_inc_subtensor(op, ctx) -> None:
     out = _copy_input(ctx)
@@ -174,19 +167,52 @@ def _emit_inc_subtensor(op, ctx) -> None:
         return
     view = ctx.fresh("w")
     ctx.line(f"{view} = {out}[{', '.join(parts)}]" if parts else f"{view} = {out}")
-    _check_value(ctx, op, v, vndim, [f"{view}.shape[{d}]" for d in range(tndim)])
-    if _converting(ctx):  # element by element, converted
-        vb, idx = ctx.fresh("vb"), ctx.fresh("ix")
-        ctx.line(f"{vb} = np.broadcast_to({v}, {view}.shape)")
-        ctx.line(f"for {idx} in np.ndindex({view}.shape):")
-        with ctx.indent():
-            ctx.line(f"{view}[{idx}] = {_stored(ctx, op, f'{view}[{idx}]', f'{vb}[{idx}]')}")
-        return
-    val = f"{v}.item()" if vndim == 0 else v
-    if op.set_instead_of_inc:
-        ctx.line(f"{view}[...] = {val}")
-    else:
-        ctx.line(f"{view}[...] = {view} + {val}")
+    dims = [f"{view}.shape[{d}]" for d in range(tndim)]
+    _check_value(ctx, op, v, vndim, dims)
+    _update_loops(ctx, op, view, dims, v, vndim)
+
+
+def _update_loops(ctx, op, view: str, dims: list[str], v: str, vndim: int) -> None:
+    """view[...] = v (or += v), `v` broadcast, as loops over the view's elements.
+
+    Not numba's `view[...] = view + v`: the loop numba makes of that array expression crashes
+    LLVM's vectorizer (an assertion, the process aborts) where the view reverses an array of
+    a length LLVM knows (fuzzer seed 11161: x[::-1] += x, x of static length 28). A value that
+    may share storage with the view is copied first: numpy updates as if from a copy."""
+    program = ctx.program
+    if vndim and program.storage_of(ctx.step.inputs[1]) is program.storage_of(
+            ctx.step.inputs[0]):
+        copy = ctx.scratch(tuple_expr(f"{v}.shape[{d}]" for d in range(vndim)),
+                           storage_dtype(ctx.input_var(1).dtype))
+        loops = [ctx.fresh("i") for _ in range(vndim)]
+        for d, i in enumerate(loops):
+            ctx.line(f"for {i} in range({v}.shape[{d}]):")
+            ctx.em.depth += 1
+        ctx.line(f"{copy}[{', '.join(loops)}] = {v}[{', '.join(loops)}]")
+        ctx.em.depth -= vndim
+        v = copy
+    if vndim == 0:
+        value = ctx.fresh("hv")
+        ctx.line(f"{value} = {v}.item()")
+    loops = [ctx.fresh("i") for _ in dims]
+    static = ctx.input_var(1).type.shape
+    lead = len(dims) - vndim
+    index = []  # v's index expression per axis: the loop's, or 0 where v's length is 1
+    for j in range(vndim):
+        if static[j] == 1:
+            index.append("0")
+            continue
+        step = ctx.fresh("sv")
+        ctx.line(f"{step} = int({v}.shape[{j}] != 1)")
+        index.append(f"{loops[lead + j]} * {step}")
+    for d, i in zip(dims, loops):
+        ctx.line(f"for {i} in range({d}):")
+        ctx.em.depth += 1
+    target = f"{view}[{', '.join(loops)}]"
+    if vndim:
+        value = f"{v}[{', '.join(index)}]"
+    ctx.line(f"{target} = {_stored(ctx, op, target, value)}")
+    ctx.em.depth -= len(dims)
 
 
 # -- advanced indexing ---------------------------------------------------------------------------

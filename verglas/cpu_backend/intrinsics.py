@@ -350,10 +350,10 @@ def select(typingctx, cond, a, b):
 
 @intrinsic
 def reshape_lengths(typingctx, size, dims, op):
-    """The lengths of a reshape of `size` elements to `dims` (integers, at most one -1), with
-    numpy's checks (ValueError naming `op`, a literal string): no other negative length, at
-    most one -1, the sizes agree; a -1 becomes the length it stands for. One call where the
-    same checks written out in a program cost ~45 numba statements."""
+    """The lengths of a reshape of `size` elements to `dims` (integers), with numpy's checks
+    (ValueError naming `op`, a literal string): at most one unknown length (any negative one,
+    as numpy takes it), the sizes agree; the unknown one becomes the length it stands for.
+    One call where the same checks written out in a program cost ~45 numba statements."""
     if not (isinstance(size, types.Integer) and isinstance(op, types.StringLiteral)
             and isinstance(dims, types.BaseTuple) and len(dims) >= 1
             and all(isinstance(t, types.Integer) for t in dims)):
@@ -366,21 +366,17 @@ def reshape_lengths(typingctx, size, dims, op):
         n = context.cast(builder, args[0], sig.args[0], types.intp)
         values = [context.cast(builder, v, t, types.intp) for v, t in
                   zip(cgutils.unpack_tuple(builder, args[1], len(dims)), dims)]
-        minus_one = [builder.icmp_signed("==", v, intp(-1)) for v in values]
+        unknown = [builder.icmp_signed("<", v, intp(0)) for v in values]
 
         def fail_if(condition, message):
             with cgutils.if_unlikely(builder, condition):
                 context.call_conv.return_user_exc(builder, ValueError, (f"{name}: {message}",))
 
-        negative = llvm_ir.Constant(llvm_ir.IntType(1), 0)
-        for v in values:
-            negative = builder.or_(negative, builder.icmp_signed("<", v, intp(-1)))
-        fail_if(negative, "negative dimension in the new shape")
         count = intp(0)
         known = intp(1)
-        for v, m in zip(values, minus_one):
-            count = builder.add(count, builder.zext(m, intp))
-            known = builder.mul(known, builder.select(m, intp(1), v))
+        for v, u in zip(values, unknown):
+            count = builder.add(count, builder.zext(u, intp))
+            known = builder.mul(known, builder.select(u, intp(1), v))
         fail_if(builder.icmp_signed(">", count, intp(1)), "more than one -1 in the new shape")
         one = builder.icmp_signed("==", count, intp(1))
         divisor = builder.select(builder.icmp_signed("==", known, intp(0)), intp(1), known)
@@ -390,8 +386,8 @@ def reshape_lengths(typingctx, size, dims, op):
         fail_if(builder.and_(builder.not_(one), builder.icmp_signed("!=", known, n)),
                 "cannot reshape the array into the new shape (sizes differ)")
         missing = builder.sdiv(n, divisor)
-        return context.make_tuple(builder, ret, [builder.select(m, missing, v)
-                                                 for v, m in zip(values, minus_one)])
+        return context.make_tuple(builder, ret, [builder.select(u, missing, v)
+                                                 for v, u in zip(values, unknown)])
 
     return ret(size, dims, op), codegen
 

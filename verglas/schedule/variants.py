@@ -125,7 +125,7 @@ def adopted_steps(steps, buffers, outputs, live, slots, excluded=frozenset()) ->
         return frozenset()
     outputs = set(outputs)
     output_slots = {slots[b] for b in outputs if slots[b] is not None}
-    out = set()
+    out = {}  # step index -> its input
     for step in steps:
         if (not isinstance(step.node.op, SumToShape) or not step.node.inputs[0].ndim
                 or step.index in excluded):
@@ -142,5 +142,17 @@ def adopted_steps(steps, buffers, outputs, live, slots, excluded=frozenset()) ->
             continue
         if live[o][1] > end and (s_in in output_slots or slots[o] in output_slots):
             continue
-        out.add(step.index)
-    return frozenset(out)
+        out[step.index] = step
+    # an input several results would take: those in its own slot may, or else the first
+    # alone (a result in a slot of its own takes the array over, the two slots swapping
+    # arrays, and another result bound to the array would be left in a slot the plan gives to
+    # later buffers: a transformer's gradient read a weight's product after a later step had
+    # written over it)
+    takers: dict = {}
+    for step in out.values():
+        takers.setdefault(step.inputs[0], []).append(step)
+    kept = set()
+    for g, group in takers.items():
+        same = [step.index for step in group if slots[step.outputs[0]] == slots[g]]
+        kept.update(same or [group[0].index])
+    return frozenset(kept)

@@ -27,7 +27,8 @@ except ImportError:  # pragma: no cover - then programs call np.empty
 
 __all__ = ["RuntimeBroadcast", "c_view", "c_row", "c_head", "permuted", "empty_c", "scalars_at",
            "reshaped", "empty_expr", "zero_d", "ws_take", "ws_add", "ws_reserve", "ws_carve",
-           "float_to_int", "select", "reshape_lengths", "RAISE_IF", "WORKSPACE_TOO_BIG",
+           "float_to_int", "select", "reshape_lengths", "broadcast_length", "RAISE_IF",
+           "WORKSPACE_TOO_BIG",
            "WORKSPACE_ALIGN"]
 
 WORKSPACE_ALIGN = 64  # bytes: every array carved from a workspace starts on a cache line
@@ -390,6 +391,23 @@ def reshape_lengths(typingctx, size, dims, op):
                                                  for v, u in zip(values, unknown)])
 
     return ret(size, dims, op), codegen
+
+
+@intrinsic
+def broadcast_length(typingctx, a, b):
+    """numpy's broadcasting of two dimension lengths (-1 when incompatible), as selects
+    lowered in place (as a jitted function of its own it cost ~40 ms of compile a process)."""
+    if not (isinstance(a, types.Integer) and isinstance(b, types.Integer)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        x, y = (context.cast(builder, v, t, types.intp) for v, t in zip(args, sig.args))
+        one, minus = (context.get_constant(types.intp, k) for k in (1, -1))
+        keep = builder.or_(builder.icmp_signed("==", x, y), builder.icmp_signed("==", y, one))
+        other = builder.select(builder.icmp_signed("==", x, one), y, minus)
+        return builder.select(keep, x, other)
+
+    return types.intp(a, b), codegen
 
 
 def _raise_if(exc: type):

@@ -18,11 +18,11 @@ import numpy as np
 
 from verglas.cpu_backend.dtypes import cast_expr, half_round, storage_dtype
 from verglas.cpu_backend.dtypes import literal as source_literal
-from verglas.cpu_backend.intrinsics import (RAISE_IF, RuntimeBroadcast, c_head, c_row, c_view,
-                                            empty_c, empty_expr, float_to_int, permuted,
-                                            prefer_wide_vectors, reshape_lengths, reshaped,
-                                            scalars_at, select, ws_add, ws_carve, ws_reserve,
-                                            ws_take)
+from verglas.cpu_backend.intrinsics import (RAISE_IF, RuntimeBroadcast, broadcast_length,
+                                            c_head, c_row, c_view, empty_c, empty_expr,
+                                            float_to_int, permuted, prefer_wide_vectors,
+                                            reshape_lengths, reshaped, scalars_at, select,
+                                            ws_add, ws_carve, ws_reserve, ws_take)
 from verglas.cpu_backend.vmath import FASTMATH, VMATH
 from verglas.ops import scalar as s
 from verglas.ops.elemwise import Elemwise
@@ -47,6 +47,7 @@ HELPER_REFS.update(scalars_at=scalars_at, c_view=c_view, c_row=c_row, c_head=c_h
                    ws_carve=ws_carve,
                    prefer_wide_vectors=prefer_wide_vectors, half_round=half_round,
                    float_to_int=float_to_int, select=select, reshape_lengths=reshape_lengths,
+                   _bdim=broadcast_length,
                    **{f"raise_if_{name}": fn for name, fn in RAISE_IF.items()})
 
 
@@ -227,15 +228,7 @@ def _write_op(ctx, sop, args: list[str], arg_dtypes: list[str], out_dtype: str) 
 
 
 # -- Elemwise --------------------------------------------------------------------------------
-@register_helper
-@numba.njit(cache=False)
-def _bdim(a, b):
-    """numpy broadcasting of two dimension lengths (-1 when incompatible)."""
-    if a == b or b == 1:
-        return a
-    if a == 1:
-        return b
-    return -1
+_bdim = broadcast_length  # (generated code and index_kernels name it so)
 
 
 def _uniform(data: np.ndarray) -> bool:

@@ -52,16 +52,6 @@ class EmitContext:
     def indent(self):
         return self.em.indent()
 
-    def raise_(self, exc: str, message: str) -> None:
-        self.em.line(f"raise {exc}({message!r})")
-
-    def fail_if(self, condition: str, exc: str, message: str) -> None:
-        """Raise `exc(message)` where the boolean expression `condition` holds (evaluated
-        whole, with no short circuit: join several with `any_of`)."""
-        self.line(f"if {condition}:")
-        with self.indent():
-            self.raise_(exc, message)
-
     def input_var(self, i: int):
         return self.node.inputs[i]
 

@@ -14,7 +14,8 @@ import numba
 import numpy as np
 
 from verglas.cpu_backend.dtypes import cast_expr, storage_dtype
-from verglas.cpu_backend.kernels import _bdim, arith, emit, register_helper
+from verglas.cpu_backend.intrinsics import broadcast_length
+from verglas.cpu_backend.kernels import arith, emit, register_helper
 from verglas.ops.indexing import AdvancedIncSubtensor, AdvancedSubtensor, IncSubtensor, Subtensor
 from verglas.source import all_of, any_of, tuple_expr
 
@@ -292,7 +293,7 @@ def _advanced_plan(ctx, op, x: str, xvar, first_input: int):
         basic.append(("slice", a, "0", "1", f"{x}.shape[{a}]"))
     # broadcast the index arrays into one block
     bnd = max(nd for _, nd, _, _ in arrays)
-    bdim = ctx.helper("bdim", _bdim)
+    bdim = ctx.helper("bdim", broadcast_length)
     block = []
     for d in range(bnd):
         cands = [f"{name}.shape[{d - (bnd - nd)}]" for name, nd, _, scalar in arrays

@@ -47,7 +47,7 @@ HELPER_REFS.update(scalars_at=scalars_at, c_view=c_view, c_row=c_row, c_head=c_h
                    ws_carve=ws_carve,
                    prefer_wide_vectors=prefer_wide_vectors, half_round=half_round,
                    float_to_int=float_to_int, select=select, reshape_lengths=reshape_lengths,
-                   _bdim=broadcast_length,
+                   broadcast_length=broadcast_length,
                    **{f"raise_if_{name}": fn for name, fn in RAISE_IF.items()})
 
 
@@ -228,7 +228,6 @@ def _write_op(ctx, sop, args: list[str], arg_dtypes: list[str], out_dtype: str) 
 
 
 # -- Elemwise --------------------------------------------------------------------------------
-_bdim = broadcast_length  # (generated code and index_kernels name it so)
 
 
 def _uniform(data: np.ndarray) -> bool:
@@ -323,8 +322,10 @@ class EmitContext(source.EmitContext):
         return self.src.add_global(prefix, fn)
 
     def fail_if(self, condition: str, exc: str, message: str) -> None:
-        """The check as one call of a raising intrinsic, not an `if` and a `raise`: numba's
-        passes cost per block of a program function (intrinsics.RAISE_IF)."""
+        """Raise `exc(message)` where the boolean expression `condition` holds (evaluated
+        whole, no short circuit: join several with source.any_of). One call of a raising
+        intrinsic, not an `if` and a `raise`: numba's passes cost per block of a program
+        function (intrinsics.RAISE_IF)."""
         fn = self.helper(f"raise_if_{exc}", RAISE_IF[exc])
         self.line(f"{fn}({condition}, {message!r})")
 
@@ -560,7 +561,7 @@ def broadcast_dim(ctx, candidates: list[str], message: str) -> str:
     d = ctx.fresh("d")
     ctx.line(f"{d} = {candidates[0] if candidates else '1'}")
     if len(candidates) > 1:
-        bdim = ctx.helper("bdim", _bdim)
+        bdim = ctx.helper("bdim", broadcast_length)
         for c in candidates[1:]:
             ctx.line(f"{d} = {bdim}({d}, {c})")
         ctx.fail_if(f"{d} < 0", "ValueError", message)

@@ -637,3 +637,16 @@ def test_an_update_of_a_reversed_view_of_known_length():
     for mode in ("fast_run", "reference"):
         for got, w in zip(run([x], outs, values, mode=mode), want):
             same(got, w)
+
+
+def test_a_scatter_of_a_value_sharing_the_target_reads_it_as_before():
+    """inc_subtensor(v[i], v) with a repeated index, in place over v (seed 12243): the loop
+    read v's element after adding to it, 1 + 1 + 2 = 4 where numpy's as-if-copied value gives
+    3. A value sharing the updated array's storage is copied first."""
+    i, x = t("i", (None,), "int8"), t("x", (None,), "bool")
+    v = vg.sqr(x)
+    values = [np.array([0, 0], dtype="int8"), np.array([True])]
+    want = np.square(values[1])
+    np.add.at(want, values[0], np.square(values[1]))
+    for mode in ("fast_run", "reference"):
+        same(run([i, x], [vg.inc_subtensor(v[i,], v)], values, mode=mode)[0], want)

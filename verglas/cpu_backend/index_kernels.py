@@ -173,6 +173,26 @@ def _emit_inc_subtensor(op, ctx) -> None:
     _update_loops(ctx, op, view, dims, v, vndim)
 
 
+def _unshared_value(ctx, v: str, vndim: int) -> str:
+    """Update value `v`, or a copy of it where it shares storage with the array the step
+    updates in place: numpy updates as if from a copy, where loops reading `v` as they write
+    would see their own writes (x[[0, 0]] += x added the updated x[0] again, seed 12243)."""
+    program, step = ctx.program, ctx.step
+    if program.buffers[step.outputs[0]].takes_over != step.inputs[0] or \
+            program.storage_of(step.inputs[1]) is not program.storage_of(step.inputs[0]):
+        return v
+    copy = ctx.scratch(tuple_expr(f"{v}.shape[{d}]" for d in range(vndim)),
+                       storage_dtype(ctx.input_var(1).dtype))
+    loops = [ctx.fresh("i") for _ in range(vndim)]
+    for d, i in enumerate(loops):
+        ctx.line(f"for {i} in range({v}.shape[{d}]):")
+        ctx.em.depth += 1
+    index = ", ".join(loops) or "()"
+    ctx.line(f"{copy}[{index}] = {v}[{index}]")
+    ctx.em.depth -= vndim
+    return copy
+
+
 def _update_loops(ctx, op, view: str, dims: list[str], v: str, vndim: int) -> None:
     """view[...] = v (or += v), `v` broadcast, as loops over the view's elements.
 
@@ -180,18 +200,8 @@ def _update_loops(ctx, op, view: str, dims: list[str], v: str, vndim: int) -> No
     LLVM's vectorizer (an assertion, the process aborts) where the view reverses an array of
     a length LLVM knows (fuzzer seed 11161: x[::-1] += x, x of static length 28). A value that
     may share storage with the view is copied first: numpy updates as if from a copy."""
-    program = ctx.program
-    if vndim and program.storage_of(ctx.step.inputs[1]) is program.storage_of(
-            ctx.step.inputs[0]):
-        copy = ctx.scratch(tuple_expr(f"{v}.shape[{d}]" for d in range(vndim)),
-                           storage_dtype(ctx.input_var(1).dtype))
-        loops = [ctx.fresh("i") for _ in range(vndim)]
-        for d, i in enumerate(loops):
-            ctx.line(f"for {i} in range({v}.shape[{d}]):")
-            ctx.em.depth += 1
-        ctx.line(f"{copy}[{', '.join(loops)}] = {v}[{', '.join(loops)}]")
-        ctx.em.depth -= vndim
-        v = copy
+    if vndim:
+        v = _unshared_value(ctx, v, vndim)
     if vndim == 0:
         value = ctx.fresh("hv")
         ctx.line(f"{value} = {v}.item()")
@@ -376,6 +386,7 @@ def _emit_advanced_inc_subtensor(op, ctx) -> None:
     vndim = ctx.input_var(1).ndim
     dims, source = _advanced_plan(ctx, op, out, ctx.input_var(0), 2)
     _check_value(ctx, op, v, vndim, dims)
+    v = _unshared_value(ctx, v, vndim)
     vb = ctx.fresh("vb")
     if dims:
         ctx.line(f"{vb} = np.broadcast_to({v}, ({''.join(f'{d}, ' for d in dims)}))")

@@ -261,6 +261,12 @@ def scan_rnn(m, h0, x, w, u, b):
     return m.recurrence(lambda h, x_t: m.tanh(h @ w + x_t @ u + b), x, h0)
 
 
+def scan_ew(m, h0, x):
+    """h_t = tanh(0.9 h_{t-1} + x_t) over the rows of x: a vector recurrence with no product,
+    each step its elementwise work alone (as users write a leaky integrator or an EMA)."""
+    return m.recurrence(lambda h, x_t: m.tanh(h * 0.9 + x_t), x, h0)
+
+
 def rnn_loss(m, h0, x, w, u, b):
     """The mean square of an RNN's trace: its gradients go back through every step."""
     return m.mean(scan_rnn(m, h0, x, w, u, b) ** 2)
@@ -419,6 +425,15 @@ def _rnn_data(steps: int, hidden: int, dtype: str):
     return data
 
 
+def _scan_ew(device: str, quick: bool) -> list[Case]:
+    steps, width = (50, 8) if quick else (1000, 256)
+
+    def data(rng):
+        return [rng.standard_normal(width).astype("float32"),
+                rng.standard_normal((steps, width)).astype("float32")]
+    return [Case("scan_ew", f"scan_ew[T={steps},H={width},f32]", ("h0", "x"), data, scan_ew)]
+
+
 def _rnn(device: str, quick: bool, grad: bool) -> list[Case]:
     steps, hidden = (50, 8) if quick else (1000, 64)
     name = "rnn_grad" if grad else "scan_rnn"
@@ -519,6 +534,7 @@ PROGRAMS: dict[str, Callable[[str, bool], list[Case]]] = {
     "big_graph": _big_graph,
     "big_graph_indexed": _big_graph_indexed,
     "scan_scalar": _scan_scalar,
+    "scan_ew": _scan_ew,
     "scan_rnn": lambda device, quick: _rnn(device, quick, grad=False),
     "rnn_grad": lambda device, quick: _rnn(device, quick, grad=True),
     "ofg_layers": lambda device, quick: _layers(device, quick, 20, shared=True),
@@ -540,7 +556,7 @@ MODELS = ["gelu_mlp", "softmax3d", "layernorm", "rmsnorm", "attention", "transfo
 
 # inner graphs: loops (Scan, lax.scan, pytensor.scan, a Python loop for numpy) and one
 # subgraph used many times (OpFromGraph); run with --programs inner
-INNER = ["scan_scalar", "scan_rnn", "rnn_grad", "ofg_layers", "ofg_once", "ofg_inlined"]
+INNER = ["scan_scalar", "scan_ew", "scan_rnn", "rnn_grad", "ofg_layers", "ofg_once", "ofg_inlined"]
 
 # run-time programs of a default run; big_graph is mostly a compile-time program (PyTensor
 # NUMBA takes minutes to compile its 500-input fused loop), run with --programs all

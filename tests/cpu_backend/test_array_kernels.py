@@ -378,3 +378,24 @@ def test_a_batched_transpose_goes_to_gemm_as_it_is():
                    ((2, 0, 4), (2, 5, 4)), ((2, 3, 0), (2, 5, 0))]:
         compare_backend([q, k], [out], [random_array(g, "float32", qs),
                                         random_array(g, "float32", ks)])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_vector_times_a_transposed_matrix_is_dot_products(dtype):
+    """v @ w.T (a backward loop's product) runs as dot products of v with w's rows (_row_dots:
+    gemm packed the transposed operand at every call), four rows at a time and the rest one
+    by one; above ROW_DOTS_MAX elements it is gemm's."""
+    from verglas.cpu_backend.array_kernels import ROW_DOTS_MAX
+
+    v = vg.tensor("v", shape=(None,), dtype=dtype)
+    w = vg.tensor("w", shape=(None, None), dtype=dtype)
+    outs = [v @ w.T, vg.expand_dims(v, 0) @ w.T, v[::-1] @ w.T]
+    fast, _ = compile_pair([v, w], outs)
+    assert "row_dots0(" in fast.source()
+    g = rng(12)
+    side = int(np.sqrt(ROW_DOTS_MAX)) + 1
+    for k, n in [(0, 3), (3, 0), (1, 1), (5, 7), (8, 64), (side, side)]:
+        # (float32 sums of 257 products, in another order than numpy's)
+        compare_backend([v, w], outs, [random_array(g, dtype, (n,)),
+                                       random_array(g, dtype, (k, n))],
+                        rtol=1e-4 if dtype == "float32" else None)

@@ -400,10 +400,11 @@ class StepContext(EmitContext):
 
         `inputs`: per program input, ("scalar", expression) or ("array", name, layout,
         lengths), `lengths` the expressions its dims equal; `destinations`: {output position:
-        (row expression, message)}, outputs to compute straight into that row (ValueError with
-        the message if their shapes differ). Returns (per output ("scalar", expression) or
-        ("array", name, whether it is C-contiguous), the output positions computed into their
-        rows).
+        (row expression, message, buffer)}, outputs to compute straight into that row
+        (ValueError with the message if their shapes differ; `buffer`, where not None, the
+        one computed there, which the output is a view of). Returns (per output ("scalar",
+        expression) or ("array", name, whether it is C-contiguous), the output positions
+        computed into their rows).
         """
         src, em = self.src, self.em
         names = _Names(em, prefix=em.fresh("l") + "b")
@@ -428,8 +429,10 @@ class StepContext(EmitContext):
                                                                              order="C")))
                 contiguous[buf.id] = True
         storage = Storage(program, names, src, self._storage.workspace, parent=self._storage)
-        storage.destinations = {program.outputs[j]: dest
-                                for j, dest in (destinations or {}).items()}
+        targets = {j: program.outputs[j] if target is None else target
+                   for j, (_, _, target) in (destinations or {}).items()}
+        storage.destinations = {targets[j]: (row, message, targets[j] != program.outputs[j])
+                                for j, (row, message, _) in (destinations or {}).items()}
         try:
             _emit_units(program, src, names, contiguous, storage, label="body step")
         finally:
@@ -440,7 +443,7 @@ class StepContext(EmitContext):
                 results.append(("scalar", names.scalars[b]))
             else:
                 results.append(("array", names[b], contiguous.get(b) is True))
-        directed = {j for j, b in enumerate(program.outputs) if b in storage.directed}
+        directed = {j for j, b in targets.items() if b in storage.directed}
         return results, directed
 
     def sub_function(self, sub_program) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numba
 
 from verglas.cpu_backend.dtypes import cast_expr, np_dtype
-from verglas.cpu_backend.intrinsics import c_head, c_row, c_view
+from verglas.cpu_backend.intrinsics import c_head, c_row, c_view, own_row
 from verglas.cpu_backend.kernels import emit, register_helper
 from verglas.cpu_backend.shape_kernels import copy_into
 from verglas.ops.op_from_graph import OpFromGraph
@@ -143,6 +143,10 @@ class _State:
             ctx.line(f"{r} += {self.rows}")
         return f"{self.buf}[{r}]"
 
+    def written_row(self, ctx, t: str) -> str:
+        """The row step `t` writes, an array the body's loops know no more of (own_row)."""
+        return f"{ctx.helper('own_row', own_row)}({self.row(ctx, 0, t)})"
+
     def advance(self, ctx) -> None:
         """After a step: the ring's next row."""
         if self.wr is not None:
@@ -271,9 +275,19 @@ def _emit_scan(op, ctx) -> None:
                 ctx.line(f"{r} = {state.row(ctx, tap, step)}")
                 inputs.append(("array", r, "C", _dims(state.buf, 1, state.st.ndim)))
         inputs += non_seqs
-        destinations = {q: (states[q].row(ctx, 0, step),
-                            f"{op}: a step gave state output {q} a shape other than its "
-                            f"previous value's") for q in loop.direct}
+        targets = dict(loop.into)
+        destinations = {}
+        for o in loop.direct:
+            if o < n_states:
+                where = states[o].written_row(ctx, step)
+                message = (f"{op}: a step gave state output {o} a shape other than its "
+                           f"previous value's")
+            else:
+                assert o - n_states in up_front  # (the scheduler's _collected_before_the_loop)
+                where = f"{traces[o - n_states][0]}[{row}]"
+                message = (f"{op}: a step gave nit-sot output {o - n_states} a shape other "
+                           f"than its inputs' lengths give")
+            destinations[o] = (where, message, targets.get(o))
         results, directed = ctx.emit_body(body, inputs, destinations)
         for state in states:
             kind, value, *is_c = results[state.q]
@@ -290,10 +304,12 @@ def _emit_scan(op, ctx) -> None:
                 ctx.fail_if(f"{value}.shape != {state.buf}.shape[1:]", "ValueError",
                             f"{op}: a step gave state output {state.q} a shape other than its "
                             f"previous value's")
-                _copy(ctx, state.row(ctx, 0, step), value, state.st.ndim, is_c[0])
+                _copy(ctx, state.written_row(ctx, step), value, state.st.ndim, is_c[0])
             state.advance(ctx)
         for i, ((tr, wi), t) in enumerate(zip(traces, nit_types)):
             kind, value, *is_c = results[n_states + i]
+            if n_states + i in directed:  # (computed in its row)
+                continue
             kept = lay.kept(n_states + i)
             length = n if kept is None else f"min({kept}, {n})"
             at = row if wi is None else wi

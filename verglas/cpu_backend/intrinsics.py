@@ -25,10 +25,10 @@ try:  # numba's own lowering of np.empty's body (numba.np.arrayobj, stable for y
 except ImportError:  # pragma: no cover - then programs call np.empty
     _empty_nd_impl = _parse_shape = None
 
-__all__ = ["RuntimeBroadcast", "c_view", "c_row", "c_head", "permuted", "empty_c", "scalars_at",
-           "reshaped", "empty_expr", "zero_d", "ws_take", "ws_add", "ws_reserve", "ws_carve",
-           "float_to_int", "select", "reshape_lengths", "broadcast_length", "RAISE_IF",
-           "WORKSPACE_TOO_BIG",
+__all__ = ["RuntimeBroadcast", "c_view", "c_row", "own_row", "c_head", "permuted", "empty_c",
+           "scalars_at", "reshaped", "empty_expr", "zero_d", "ws_take", "ws_add", "ws_reserve",
+           "ws_carve", "float_to_int", "select", "reshape_lengths", "broadcast_length",
+           "RAISE_IF", "WORKSPACE_TOO_BIG",
            "WORKSPACE_ALIGN"]
 
 WORKSPACE_ALIGN = 64  # bytes: every array carved from a workspace starts on a cache line
@@ -122,6 +122,28 @@ def c_row(typingctx, arr, index):
         return result
 
     return ret(arr, index), codegen
+
+
+@intrinsic
+def own_row(typingctx, arr):
+    """`arr` itself, its data pointer hidden from LLVM's analysis of where it came from: the
+    row a loop step writes, of a buffer whose other rows the step reads. LLVM otherwise checks
+    once, before the step loop, whether the whole buffer's written and read ranges overlap
+    (they always do) and runs every vectorized loop of the body scalar: a vector recurrence's
+    tanh took 7 ns per element instead of 1.4. Hidden, the check is the step's own rows."""
+    if not isinstance(arr, types.Array):
+        return None
+
+    def codegen(context, builder, sig, args):
+        ary = context.make_array(arr)(context, builder, args[0])
+        ptr = ary.data
+        launder = llvm_ir.InlineAsm(llvm_ir.FunctionType(ptr.type, [ptr.type]), "", "=r,0")
+        ary.data = builder.call(launder, [ptr])
+        result = ary._getvalue()
+        context.nrt.incref(builder, arr, result)
+        return result
+
+    return arr(arr), codegen
 
 
 @intrinsic

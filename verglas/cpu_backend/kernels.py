@@ -19,7 +19,7 @@ import numpy as np
 from verglas.cpu_backend.dtypes import cast_expr, half_round, storage_dtype
 from verglas.cpu_backend.dtypes import literal as source_literal
 from verglas.cpu_backend.intrinsics import (RAISE_IF, RuntimeBroadcast, broadcast_length,
-                                            c_head, c_row, c_view, empty_c, empty_expr,
+                                            c_head, c_row, c_view, empty_c, empty_expr, own_row,
                                             float_to_int, permuted, prefer_wide_vectors,
                                             reshape_lengths, reshaped, scalars_at, select,
                                             ws_add, ws_carve, ws_reserve, ws_take)
@@ -42,6 +42,7 @@ _SCALAR_REFS: dict = {}  # id(jitted scalar impl) -> ("scalar", op name, dtype)
 
 # intrinsics generated code calls, found again by name
 HELPER_REFS.update(scalars_at=scalars_at, c_view=c_view, c_row=c_row, c_head=c_head,
+                   own_row=own_row,
                    permuted=permuted,
                    empty_c=empty_c, ws_take=ws_take, ws_add=ws_add, ws_reserve=ws_reserve,
                    ws_carve=ws_carve,

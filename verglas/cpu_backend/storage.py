@@ -42,9 +42,14 @@ class Storage:
         self.takes = 0  # how many arrays are taken from it as they come (ws_take; the root's)
         # (shape in the inputs' lengths, dtype) of each array carved at offset `wq<k>`
         self.reserved: list[tuple[str, str]] = [] if parent is None else parent.reserved
-        # a loop body's outputs computed straight into rows: buffer -> (row expr, message)
-        self.destinations: dict[int, tuple[str, str]] = {}
+        # a loop body's outputs computed straight into rows: buffer -> (row expr, message,
+        # whether the buffer is one an output views, the row seen in its shape)
+        self.destinations: dict[int, tuple[str, str, bool]] = {}
         self.directed: set[int] = set()  # the buffers that were
+        # buffer -> the slot whose array it took without swapping slots (adopt): a SumToShape
+        # of it takes that array in turn (a loop body's chain of identity sums of its output)
+        self.array_slot: dict[int, int] = {}
+        self.in_rows: set[int] = set()  # buffers whose array is a loop output's row
 
     def alloc(self, bid: int, shape_expr: str) -> str:
         """Emit the allocation of buffer `bid` with tuple expression `shape_expr`."""
@@ -60,8 +65,26 @@ class Storage:
         dims = tuple_items(shape_expr) if shape_expr else None
         if dims is not None and len(dims) != buf.ndim:
             dims = None
-        if bid in self.destinations:  # a loop body's state, computed into its row
-            row, message = self.destinations[bid]
+        if bid in self.destinations:  # a loop body's output, computed into its row
+            row, message, viewed = self.destinations[bid]
+            if viewed:  # (the array an output views: the row seen in its shape)
+                view = self.src.add_global("view", c_view)
+                if dims is None:
+                    shape = self.em.fresh("sh")
+                    self.em.line(f"{shape} = {shape_expr}")
+                    dims_now = [f"{shape}[{d}]" for d in range(buf.ndim)]
+                else:
+                    shape, dims_now = shape_expr, dims
+                self.em.line(f"{out} = {row}")
+                self.em.line(f"if {out}.size != {' * '.join(f'({d})' for d in dims_now)}:")
+                with self.em.indent():
+                    self.em.line(f"raise ValueError({message!r})")
+                self.em.line(f"{out} = {view}({out}, {shape})")
+                if dims is not None:
+                    facts.shape_is(out, dims)
+                self.directed.add(bid)
+                self.in_rows.add(bid)
+                return out
             self.em.line(f"{out} = {row}")
             pairs = ([(f"{out}.shape[{d}]", e) for d, e in enumerate(dims)]
                      if dims is not None else [(f"{out}.shape", shape_expr)])
@@ -73,6 +96,7 @@ class Storage:
             if dims is not None:
                 facts.shape_is(out, dims)
             self.directed.add(bid)
+            self.in_rows.add(bid)
             return out
         # the shape in the inputs' lengths, if known: then the function's top reserves it
         forms = [facts.input_form(d) for d in dims] if dims is not None and at_top else None
@@ -121,9 +145,15 @@ class Storage:
         if slots and slots[bid] is None and program.buffers[bid].kind == "temp" \
                 and step in program.adopted:
             return self._alias(bid, source)  # the plan shares the array (lower._identity_sums)
+        if source in self.in_rows:  # (an output's row, kept past the step: never swapped)
+            if any(b.takes_over in (bid, source) for b in program.buffers
+                   if b.takes_over is not None and live[b.id][0] > step):
+                return None
+            self.in_rows.add(bid)
+            return self._alias(bid, source)
         if not slots or slots[bid] is None or slots[source] is None:
             return None
-        s_in, s_out = slots[source], slots[bid]
+        s_in, s_out = self.array_slot.get(source, slots[source]), slots[bid]
         buffers = program.buffers
         # (a loop body's outputs are copied out by the loop: they need no arrays of their own)
         owned = self.root is self
@@ -150,6 +180,8 @@ class Storage:
             self.slot_storage[s_out] = array
             if previous is not None:
                 self.slot_storage[s_in] = previous
+        elif s_in != s_out:
+            self.array_slot[bid] = s_in
         return self._alias(bid, source)
 
     def _alias(self, bid: int, source: int) -> str:

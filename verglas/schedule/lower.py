@@ -260,19 +260,43 @@ def element_reads(nodes, outputs) -> dict:
     return kept
 
 
+# the most leading rows a view may leave out of the temporary given with it (a scan's trace
+# without its initial entries): rows the caller's array keeps alive, where a copy would cost
+# a pass over the whole trace
+GIVEN_EXTRA_ROWS = 16
+
+
 def _given_views(buffers, outputs, shapes, base_of) -> set:
     """The temporaries an output is a view of, of its whole size (a reversal, a transpose,
-    a matrix product's rows as a vector's), that no other output shares: the call allocates
-    them afresh and returns the view as it is (Program.returned_copies), not a copy of it."""
+    a matrix product's rows as a vector's) or of all but a few leading rows (a scan's trace
+    after its initial entries), that no other output shares: the call allocates them afresh
+    and returns the view as it is (Program.returned_copies), not a copy of it."""
     bases = [base_of[b] for b in outputs]
     given = set()
     for b, base in zip(outputs, bases):
         buf = buffers[base]
         if (buffers[b].view_of is not None and buf.kind == "temp" and base not in outputs
                 and bases.count(base) == 1 and buffers[b].ndim and buf.ndim
-                and shapes.size_of(b) is shapes.size_of(base)):
+                and (shapes.size_of(b) is shapes.size_of(base)
+                     or _all_but_leading_rows(shapes.dims_of(b), shapes.dims_of(base)))):
             given.add(base)
     return given
+
+
+def _all_but_leading_rows(view_dims, base_dims) -> bool:
+    """Whether a view of these dims is its base's but for at most GIVEN_EXTRA_ROWS rows more
+    on axis 0 (the base's first dim `add(d, c)`, `d` the view's, `c` a constant)."""
+    if len(view_dims) != len(base_dims) or any(
+            v is not w for v, w in zip(view_dims[1:], base_dims[1:])):
+        return False
+    node = base_dims[0].owner
+    if node is None or not isinstance(node.op, Elemwise) or \
+            getattr(node.op.scalar_op, "name", None) != "add" or len(node.inputs) != 2:
+        return False
+    for d, c in (node.inputs, node.inputs[::-1]):
+        if d is view_dims[0] and isinstance(c, Constant) and c.data.ndim == 0:
+            return 0 < int(c.data) <= GIVEN_EXTRA_ROWS
+    return False
 
 
 def _aliases_root(buf, buffers, base_of) -> bool:

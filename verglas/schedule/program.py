@@ -314,9 +314,9 @@ class Program:
     def _loop_lines(self, step: Step) -> list[str]:
         """A Scan step's loop: its decisions (loops.py), then its body's steps, indented."""
         op, loop = step.node.op, step.loop
-        names = [self.buffer_str(b) for b in step.outputs[:op.layout.n_states]]
+        names = [self.buffer_str(b) for b in step.outputs[:op.layout.n_outputs]]
         lines = [f"       one loop of {self.buffer_str(step.inputs[0])} steps, the body inline"
-                 + "".join(f"; {d}" for d in loop.describe(names)) + ":"]
+                 + "".join(f"; {d}" for d in loop.describe(names, op.layout.n_states)) + ":"]
         body = str(step.sub_program).split("\n")[1:]
         lines.extend(f"       | {line.strip() if line.startswith('  in ') else line[2:]}"
                      for line in body)

@@ -70,6 +70,7 @@ _COMPLEX = {
 _SIGNED = {
     "add": "(np.uint64(x) + np.uint64(y))", "sub": "(np.uint64(x) - np.uint64(y))",
     "mul": "(np.uint64(x) * np.uint64(y))", "neg": "(np.uint64(0) - np.uint64(x))",
+    "sqr": "(np.uint64(x) * np.uint64(x))",
     "floor_div": "(ITYPE(np.uint64(0) - np.uint64(x)) if y == -1 else x // y)",
 }
 _INTEGER = {"floor": "x", "ceil": "x"}  # an integer is its own floor (math.floor goes through a

@@ -650,3 +650,34 @@ def test_a_scatter_of_a_value_sharing_the_target_reads_it_as_before():
     np.add.at(want, values[0], np.square(values[1]))
     for mode in ("fast_run", "reference"):
         same(run([i, x], [vg.inc_subtensor(v[i,], v)], values, mode=mode)[0], want)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int32", "int64"])
+def test_a_signed_square_that_wraps_is_negative_as_numpy_s(dtype):
+    """Seed 14393: clip(sqr(x), -2.25, None) for int64 x whose square wraps. numba marks
+    signed products 'nsw' (overflow undefined), so LLVM took x * x to be >= 0 and dropped the
+    clip: -8.5e17 where numpy gives -2.25. sqr is a product in uint64, as mul is."""
+    x = vg.tensor("x", shape=(None,), dtype=dtype)
+    info = np.iinfo(dtype)
+    a = np.array([info.min, info.max, 3, -4, info.max // 3 + 7, info.min // 2 - 1], dtype=dtype)
+    outs = [vg.clip(vg.sqr(x), -2.25, None), vg.sqr(x) >= 0, vg.maximum(x * x, -1)]
+    got = run([x], outs, [a])
+    with np.errstate(over="ignore"):
+        want = [np.clip(np.square(a), -2.25, None), np.square(a) >= 0, np.maximum(a * a, -1)]
+    for g, w in zip(got, want):
+        same(g, w)
+
+
+def test_the_rows_of_a_slice_of_a_reversed_slice_in_a_loop_compile():
+    """Seed 14293: a loop collecting s[-2::-1][0:1:-2] of each row. The trace's row length,
+    allocated before the loop, was one expression of nested maximum/minimum terms whose
+    arguments the text repeated: it doubled at every level, and numba's liveness analysis of
+    the function ran out of memory (the fuzzer's worker was killed). Each term is a name of
+    its own now."""
+    x = vg.tensor("x", shape=(3, None), dtype="float64")
+    out = vg.scan(lambda s: s[-2::-1][0:1:-2], sequences=[x])
+    f = vg.compile([x], out)
+    assert len(f.source()) < 20_000
+    for n in (0, 1, 4):
+        a = np.arange(3.0 * n).reshape(3, n)
+        same(f(a), np.stack([r[-2::-1][0:1:-2] for r in a]))

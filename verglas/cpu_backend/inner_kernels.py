@@ -175,13 +175,22 @@ class _State:
         _rotate(ctx, out, self.buf, m, f"{self.wr} - {m}", self.rows, self.st.ndim)
 
 
-def _length(ctx, expr) -> str:
-    """A row length of `row_shapes` as code over the outer inputs' shapes."""
+def _length(ctx, expr, named=None) -> str:
+    """A row length of `row_shapes` as code over the outer inputs' shapes: each term a name
+    of its own, assigned once (an impl_expr such as maximum's reads its argument twice: text
+    substituted into text doubled at every level, and a slice of a slice's length took
+    numba's liveness analysis past 4 GB, fuzzer seed 14293)."""
     if isinstance(expr, int):
         return str(expr)
     if isinstance(expr, Length):
         return f"{ctx.inp(1 + expr.input)}.shape[{expr.axis}]"
-    return substitute(expr.sop.impl_expr, [_length(ctx, a) for a in expr.args])
+    named = {} if named is None else named
+    if id(expr) not in named:
+        value = substitute(expr.sop.impl_expr, [_length(ctx, a, named) for a in expr.args])
+        name = ctx.fresh("ln")
+        ctx.line(f"{name} = {value}")
+        named[id(expr)] = (name, expr)  # (the term kept alive: its id stays its own)
+    return named[id(expr)][0]
 
 
 def _shape(dims) -> str:

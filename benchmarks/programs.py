@@ -261,10 +261,11 @@ def scan_rnn(m, h0, x, w, u, b):
     return m.recurrence(lambda h, x_t: m.tanh(h @ w + x_t @ u + b), x, h0)
 
 
-def scan_ew(m, h0, x):
-    """h_t = tanh(0.9 h_{t-1} + x_t) over the rows of x: a vector recurrence with no product,
-    each step its elementwise work alone (as users write a leaky integrator or an EMA)."""
-    return m.recurrence(lambda h, x_t: m.tanh(h * 0.9 + x_t), x, h0)
+def scan_ew(m, h0, x, a):
+    """h_t = tanh(a * h_{t-1} + x_t) over the rows of x (a: a decay per unit): a vector
+    recurrence with no product, each step its elementwise work alone (as users write a leaky
+    integrator or an EMA)."""
+    return m.recurrence(lambda h, x_t: m.tanh(a * h + x_t), x, h0)
 
 
 def rnn_loss(m, h0, x, w, u, b):
@@ -430,8 +431,10 @@ def _scan_ew(device: str, quick: bool) -> list[Case]:
 
     def data(rng):
         return [rng.standard_normal(width).astype("float32"),
-                rng.standard_normal((steps, width)).astype("float32")]
-    return [Case("scan_ew", f"scan_ew[T={steps},H={width},f32]", ("h0", "x"), data, scan_ew)]
+                rng.standard_normal((steps, width)).astype("float32"),
+                rng.uniform(0.5, 0.95, width).astype("float32")]
+    return [Case("scan_ew", f"scan_ew[T={steps},H={width},f32]", ("h0", "x", "a"), data,
+                 scan_ew)]
 
 
 def _rnn(device: str, quick: bool, grad: bool) -> list[Case]:

@@ -3,7 +3,7 @@ path (verglas against numpy, quick sizes), on the programs that run in seconds t
 
 from benchmarks import run
 
-PROGRAMS = "ew_chain,sum,mlp_fwd,call_overhead,scan_rnn,ofg_once"
+PROGRAMS = "ew_chain,sum,mlp_fwd,call_overhead,scan_ew,scan_rnn,ofg_once"
 
 
 def test_the_cuda_suite_runs_and_matches_numpy(capsys):

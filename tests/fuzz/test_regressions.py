@@ -681,3 +681,62 @@ def test_the_rows_of_a_slice_of_a_reversed_slice_in_a_loop_compile():
     for n in (0, 1, 4):
         a = np.arange(3.0 * n).reshape(3, n)
         same(f(a), np.stack([r[-2::-1][0:1:-2] for r in a]))
+
+
+def test_a_loop_that_stops_early_has_a_slot_of_its_own():
+    """Seed 16605: a loop that stops early (vg.until) over constants, its trace's size folded
+    to the 3 rows that ran, shared the slot of a (3, 2) array while its array holds rows for
+    the most steps (4): the view of the slot raised RuntimeBroadcast in the specialized and
+    then in the general program, which had none to turn to (TypeError). Outputs of such
+    loops get a size of their own in the memory plan."""
+    x0 = vg.tensor("x0", shape=(1, None, 2), dtype="float32")
+    x1 = vg.tensor("x1", shape=(None, 3, 1), dtype="int64")
+    x2 = vg.tensor("x2", shape=(None, None, None), dtype="float32")
+    x3 = vg.tensor("x3", shape=(None, None), dtype="float64")
+    v5 = vg.mean(vg.where(np.array([-7e18], dtype="float32"), x1, x0), axis=(0,))
+
+    def body(s0, h):
+        b2 = vg.where(-129, vg.clip(h, (2.5 - 1j), False), -1).astype(h.dtype)
+        return b2, vg.until(vg.all(vg.eq(b2, h)))
+    v7 = vg.scan(body, sequences=[v5], outputs_info=np.array([4.27, 16.1]))
+    outs = [-vg.concatenate([x3, x3, v5, x3], axis=1), vg.softmax(x2, axis=2), v7]
+    g = np.random.default_rng(0)
+    values = [np.full((1, 3, 2), 156.9, "float32"),
+              np.array([[[9223372036854775806], [0], [-1]]] * 3, dtype="int64"),
+              g.normal(size=(3, 3, 2)).astype("float32"), g.normal(size=(3, 2))]
+    with np.errstate(all="ignore"):
+        got = run([x0, x1, x2, x3], outs, values)
+        want = run([x0, x1, x2, x3], outs, values, mode="reference")
+    for a, b in zip(got, want):
+        same(a, b, rtol=1e-6)
+
+
+def test_the_cumsum_of_a_complex_with_a_negative_zero_imaginary_part():
+    """Seed 17010: cumsum's accumulator started at -0.0, as a complex (-0+0j): the imaginary
+    part of (85211280-0j) came out 0.0. It starts at complex(-0.0, -0.0)."""
+    x = vg.tensor("x", shape=(), dtype="complex128")
+    y = vg.tensor("y", shape=(None,), dtype="complex64")
+    a = np.array(complex(85211280, -0.0))
+    b = np.array([complex(-0.0, -0.0), complex(1, -0.0), complex(-0.0, 0.0)], "complex64")
+    got = run([x, y], [vg.cumsum(x, axis=None), vg.cumsum(y, axis=None)], [a, b])
+    same(got[0], np.cumsum(a))
+    same(got[1], np.cumsum(b))
+
+
+def test_float16_maximum_and_minimum_keep_the_first_zero_as_numpy():
+    """Seed 16900: numpy's float16 maximum and minimum return the first operand on a tie
+    (maximum(-0.0, 0.0) is -0.0; its float32 and float64 loops return the second): verglas
+    gave 0.0."""
+    a = vg.tensor("a", shape=(None,), dtype=F16)
+    b = vg.tensor("b", shape=(None, None), dtype=F16)
+    outs = [vg.maximum(b, a), vg.maximum(a, b), vg.minimum(b, a), vg.minimum(a, b)]
+    av = np.array([0.0], F16)
+    bv = np.array([[-0.0], [1.0], [np.nan], [-2.0]], F16)
+    got = run([a, b], outs, [av, bv])
+    for g, w in zip(got, [np.maximum(bv, av), np.maximum(av, bv), np.minimum(bv, av),
+                          np.minimum(av, bv)]):
+        same(g, w)
+    got = run([a, b], outs, [-av, np.abs(bv)])
+    for g, w in zip(got, [np.maximum(np.abs(bv), -av), np.maximum(-av, np.abs(bv)),
+                          np.minimum(np.abs(bv), -av), np.minimum(-av, np.abs(bv))]):
+        same(g, w)

@@ -393,8 +393,11 @@ def _emit_cumsum(op, ctx) -> None:
         flat, acc, k = ctx.fresh("xf"), ctx.fresh("acc"), ctx.fresh("k")
         src = x if ctx.is_contiguous(0) else f"np.ascontiguousarray({x})"
         ctx.line(f"{flat} = {reshaped(ctx, src, f'{x}.size')}")
-        # -0.0 + v is v: the first element is kept as it is (numpy's accumulate)
-        ctx.line(f"{acc} = {literal(-0.0 if np.dtype(dtype).kind in 'fc' else 0, dtype)}")
+        # -0.0 + v is v: the first element is kept as it is (numpy's accumulate); a complex
+        # one's parts both (-0.0 alone is (-0+0j): an imaginary -0.0 came out 0.0, seed 17010)
+        kind = np.dtype(dtype).kind
+        start = complex(-0.0, -0.0) if kind == "c" else -0.0 if kind == "f" else 0
+        ctx.line(f"{acc} = {literal(start, dtype)}")
         ctx.line(f"for {k} in range({x}.size):")
         with ctx.indent():
             total = arith(ctx, "+", acc, f"{np_dtype(dtype)}({flat}[{k}])", dtype)

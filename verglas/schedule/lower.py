@@ -86,9 +86,10 @@ def lower(graph, input_names=(), _cache=None, loop_body: bool = False) -> Progra
     # the general variant: any dim may broadcast at run time, planned with the symbolic sizes;
     # the specialized one: its checked steps may join row groups, and a slot may be shared
     # between sizes its checks take to be equal (variants.py)
-    general = _arrange(steps, buffers, outputs, shapes, base_of, frozenset(), shapes.size_of)
+    general = _arrange(steps, buffers, outputs, shapes, base_of, frozenset(),
+                       _own_sizes(steps, shapes.size_of))
     plan = _arrange(steps, buffers, outputs, shapes, base_of, frozenset(checks),
-                    specialized_sizes(steps, shapes, checks, len(buffers)))
+                    _own_sizes(steps, specialized_sizes(steps, shapes, checks, len(buffers))))
     general.pop("shares")
     in_runs = {k for r in plan["repeats"] for k in range(r.first, r.last_step + 1)}
     owned = () if loop_body else tuple(b.id for b in buffers if b.is_output)  # (given too)
@@ -99,6 +100,19 @@ def lower(graph, input_names=(), _cache=None, loop_body: bool = False) -> Progra
                    broadcast_checks=checks, adopted=adopted,
                    general_plan=tuple((k, v) for k, v in general.items() if v != plan[k]),
                    **plan)
+
+
+def _own_sizes(steps, size_of):
+    """`size_of` with the outputs of loops that may stop early (`vg.until`) each a size of its
+    own, which no other buffer shares a slot by: their arrays hold rows for the most steps,
+    while their symbolic size is that of the steps that ran (seed 16605: a trace of 4 rows
+    shared the slot of a 3-row array its folded size matched, and both programs raised)."""
+    early = {b for step in steps if isinstance(step.node.op, Scan) and step.node.op.layout.until
+             for b in step.outputs}
+    if not early:
+        return size_of
+    own = {b: object() for b in early}
+    return lambda b: own[b] if b in own else size_of(b)
 
 
 def _arrange(steps, buffers, outputs, shapes, base_of, assumed, size_of) -> dict:

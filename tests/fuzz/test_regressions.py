@@ -740,3 +740,19 @@ def test_float16_maximum_and_minimum_keep_the_first_zero_as_numpy():
     for g, w in zip(got, [np.maximum(np.abs(bv), -av), np.maximum(-av, np.abs(bv)),
                           np.minimum(np.abs(bv), -av), np.minimum(-av, np.abs(bv))]):
         same(g, w)
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+def test_the_square_root_of_a_subnormal_complex(dtype):
+    """Seed 16983: sqrt(5e-324j) raised ZeroDivisionError (numba's cmath.sqrt). The complex
+    square root is numpy's (C99 csqrt), scaled where hypot would overflow or underflow, with
+    C99's signed zeros, inf and NaN parts."""
+    x = vg.tensor("x", shape=(None,), dtype=dtype)
+    inf, nan = np.inf, np.nan
+    values = np.array([5e-324j, 1e-310 + 1e-310j, -5e-324 + 0j, complex(0, -5e-324), 3 + 4j,
+                       complex(-0.0, 0.0), complex(0.0, -0.0), complex(-0.0, -0.0),
+                       complex(1e308, 1e308), complex(inf, 1), complex(-inf, -1),
+                       complex(1, inf), complex(-4, 0), complex(-4, -0.0)], dtype=dtype)
+    (got,) = run([x], [vg.sqrt(x)], [values])
+    with np.errstate(all="ignore"):
+        same(got, np.sqrt(values), rtol=1e-6 if dtype == "complex64" else 1e-15)

@@ -67,32 +67,24 @@ class Storage:
             dims = None
         if bid in self.destinations:  # a loop body's output, computed into its row
             row, message, viewed = self.destinations[bid]
+            self.em.line(f"{out} = {row}")
             if viewed:  # (the array an output views: the row seen in its shape)
-                view = self.src.add_global("view", c_view)
+                shape, lengths = shape_expr, dims
                 if dims is None:
                     shape = self.em.fresh("sh")
                     self.em.line(f"{shape} = {shape_expr}")
-                    dims_now = [f"{shape}[{d}]" for d in range(buf.ndim)]
-                else:
-                    shape, dims_now = shape_expr, dims
-                self.em.line(f"{out} = {row}")
-                self.em.line(f"if {out}.size != {' * '.join(f'({d})' for d in dims_now)}:")
-                with self.em.indent():
-                    self.em.line(f"raise ValueError({message!r})")
-                self.em.line(f"{out} = {view}({out}, {shape})")
-                if dims is not None:
-                    facts.shape_is(out, dims)
-                self.directed.add(bid)
-                self.in_rows.add(bid)
-                return out
-            self.em.line(f"{out} = {row}")
-            pairs = ([(f"{out}.shape[{d}]", e) for d, e in enumerate(dims)]
-                     if dims is not None else [(f"{out}.shape", shape_expr)])
-            todo = self.src.facts.unproven(pairs) if dims is not None else pairs
+                    lengths = [f"{shape}[{d}]" for d in range(buf.ndim)]
+                todo = [(f"{out}.size", " * ".join(f"({d})" for d in lengths))]
+            else:
+                pairs = ([(f"{out}.shape[{d}]", e) for d, e in enumerate(dims)]
+                         if dims is not None else [(f"{out}.shape", shape_expr)])
+                todo = self.src.facts.unproven(pairs) if dims is not None else pairs
             if todo:
                 self.em.line(f"if {' or '.join(f'{a} != {b}' for a, b in todo)}:")
                 with self.em.indent():
                     self.em.line(f"raise ValueError({message!r})")
+            if viewed:
+                self.em.line(f"{out} = {self.src.add_global('view', c_view)}({out}, {shape})")
             if dims is not None:
                 facts.shape_is(out, dims)
             self.directed.add(bid)

@@ -49,8 +49,9 @@ gc.collect()
 before = status("VmRSS")
 open("/proc/self/clear_refs", "w").write("5")  # the peak RSS starts again from now
 out = f(*args)
+growth = status("VmHWM") - before  # (read first: building f.program allocates too)
 print(json.dumps({"peak_bytes": f.program.peak_bytes([a.shape for a in args]),
-                  "rss_growth": status("VmHWM") - before,
+                  "rss_growth": growth,
                   "floor": (T + 1) * H * 8 + sum(np.asarray(o).nbytes for o in out[1:])}))
 """
 

@@ -1,6 +1,8 @@
 """Element reads folded into the loops that use them (schedule.lower.element_reads): values,
 negative and multi-axis indices, row groups, and one bounds check per array and axis."""
 
+import re
+
 import numpy as np
 
 import verglas as vg
@@ -30,5 +32,7 @@ def test_one_bounds_check_per_array_and_axis():
         acc = acc + a[i] * vg.sin(x + i)
     f = vg.compile([x, a], acc)
     source = f.source()
-    assert source.count("raise_if_IndexError0(") == 1 and "in1.shape[0] <= 11" in source
+    assert source.count("raise_if_IndexError0(") == 1
+    # (its length read once into a local where read again: shape_reads.py)
+    assert re.search(r"in1(\.shape\[0\]|_n0) <= 11", source)
     compare_backend([x, a], [acc], [np.linspace(0, 3, 9), np.arange(12.0)])

@@ -148,7 +148,7 @@ def test_a_stack_of_one_op_from_graph_is_one_call_site():
     (rep,) = f.program.repeats
     assert rep.count == 20 and rep.unproven
     text = f.source()
-    assert text[text.index("def program("):].count("sub0(") == 1
+    assert text[text.index("def program("):].count("sub0, (") == 1
     g = np.random.default_rng(0)
     hv, wv, bv = g.normal(size=(4, 3)), g.normal(size=(3, 3)) * 0.3, g.normal(size=3)
     want = hv

@@ -11,16 +11,20 @@ from verglas.config import config
 # each kernel module registers its ops' kernels into `emit` (and their helpers) on import
 from verglas.cpu_backend import (array_kernels, index_kernels, inner_kernels,  # noqa: F401
                                  reduce_kernels, shape_kernels)
+from verglas.cpu_backend.callees import call_unlinked
 from verglas.cpu_backend.dimfacts import DimFacts
 from verglas.cpu_backend.dtypes import np_dtype, storage_dtype, to_storage
 from verglas.cpu_backend.intrinsics import (empty_expr, prefer_wide_vectors, ws_add,
                                             ws_reserve, ws_take, zero_d)
-from verglas.cpu_backend.kernels import EmitContext, emit
+from verglas.cpu_backend.kernels import HELPER_REFS, EmitContext, emit
 from verglas.cpu_backend.rowfusion import emit_row_group
+from verglas.cpu_backend.shape_reads import read_lengths_once
 from verglas.cpu_backend.storage import Storage
 from verglas.schedule.program import Step
 from verglas.schedule.repeats import Repeat
 from verglas.source import Emitter, any_of
+
+HELPER_REFS["call_unlinked"] = call_unlinked  # generated code calls it by that name
 
 __all__ = ["Emitter", "ProgramSource", "generate", "INLINE_CONSTANT_LIMIT", "np_dtype"]
 
@@ -175,6 +179,12 @@ class ProgramSource:
             name = self.add_global("kpool", np.array(values, dtype=storage_dtype(dtype)))
             lines.append(f"    kq{j} = {name}.copy()")
         return lines
+
+    def callee_call(self, name: str, args) -> str:
+        """The expression calling the program's own function `name` on `args` without
+        linking its code into the caller's (callees.py)."""
+        call = self.add_global("call", call_unlinked)
+        return f"{call}({name}, ({''.join(f'{a}, ' for a in args)}))"
 
     def add_global(self, prefix: str, value, import_line: str | None = None) -> str:
         """Register a global used by the generated code and return its name."""
@@ -462,12 +472,12 @@ class StepContext(EmitContext):
     def call_sub_function(self, sub_program, args) -> None:
         """Emit the call of `sub_program`'s function on `args`, its results as the outputs
         (one is returned as it is, several in a tuple)."""
-        fn = self.sub_function(sub_program)
+        call = self.src.callee_call(self.sub_function(sub_program), args)
         if len(sub_program.outputs) == 1:
-            self.line(f"{self.out(0)} = {fn}({', '.join(args)})")
+            self.line(f"{self.out(0)} = {call}")
             return
         res = self.fresh("r")
-        self.line(f"{res} = {fn}({', '.join(args)})")
+        self.line(f"{res} = {call}")
         for j in range(len(sub_program.outputs)):
             self.line(f"{self.out(j)} = {res}[{j}]")
 
@@ -571,7 +581,7 @@ def generate(program, name: str = "program", parent: ProgramSource | None = None
         src.jit_names.append(name)
     if parent is None:
         wide = src.add_global("wide", prefer_wide_vectors)
-        src.text = "\n\n".join(_first_line(text, f"    {wide}()")
+        src.text = "\n\n".join(_first_line(read_lengths_once(text), f"    {wide}()")
                                 for text in src.functions + [body])
     return src
 

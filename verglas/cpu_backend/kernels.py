@@ -478,7 +478,7 @@ def _emit_elemwise_shared(op, ctx, arrays, sources, modes) -> None:
     for group in groups:
         args += _scalar_group_args(ctx, sources, group)
     args += [o for j, o in enumerate(outs) if j not in inplace]
-    ctx.line(f"{name}({', '.join(args)})")
+    ctx.line(ctx.src.callee_call(name, args))
 
 
 def _broadcast_modes(ctx, arrays) -> dict:

@@ -17,6 +17,8 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.core.extending import intrinsic
 
+from verglas.cpu_backend.callees import call_status, declare_unlinked
+
 __all__ = ["parallel_range", "call_on_pool", "launch", "SERIAL_WORK"]
 
 # loops doing less work than this (rows x columns) run on the calling thread: handing chunks
@@ -52,16 +54,15 @@ def parallel_range(typingctx, body, n, work, args):
     def codegen(context, builder, sig, llargs):
         _, n_val, work_val, args_val = llargs
         launch()
-        cres = body.dispatcher.overloads[body_sig.args]
-        context.active_code_library.add_linking_library(cres.library)
-        fn = context.declare_function(builder.module, cres.fndesc)
+        fn = declare_unlinked(context, builder, body.dispatcher, body_sig)  # (callees.py)
         intp = context.get_value_type(types.intp)
         n_val = context.cast(builder, n_val, sig.args[1], types.intp)
         work_val = context.cast(builder, work_val, sig.args[2], types.intp)
 
         def call(b, lo, hi, values):
-            return context.call_conv.call_function(
-                b, fn, cres.signature.return_type, cres.signature.args, [lo, hi, *values])
+            values = [context.cast(b, v, actual, wanted) for v, actual, wanted
+                      in zip(values, args.types, body_sig.args[2:])]
+            return call_status(context, b, fn, body_sig, [lo, hi, *values])
 
         small = builder.icmp_signed("<", work_val, intp(SERIAL_WORK))
         with builder.if_else(small) as (serial, pooled):

@@ -245,7 +245,7 @@ def _emit_reduce_shared(op, ctx) -> None:
         ctx.src.functions.append("\n".join([f"def {name}(p0, o0):"] + kern.emitter.lines))
         ctx.src.jit_names.append(name)
     out = ctx.alloc(0, _reduced_shape(op, [f"{x}.shape[{a}]" for a in range(var.ndim)]))
-    ctx.line(f"{name}({x}, {out})")
+    ctx.line(ctx.src.callee_call(name, [x, out]))
 
 
 def _emit_reduce_inline(op, ctx) -> None:

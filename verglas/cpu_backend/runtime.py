@@ -20,7 +20,7 @@ import numpy as np
 from verglas import cache
 from verglas.backend import Backend, Runner, gc_paused
 from verglas.config import config
-from verglas.cpu_backend import kernels
+from verglas.cpu_backend import callees, kernels
 from verglas.cpu_backend.blas import numpy_cblas_gemm
 from verglas.cpu_backend.codegen import generate
 from verglas.cpu_backend.dtypes import STORED_AS, from_storage, storage_dtype, to_storage
@@ -305,10 +305,11 @@ class CPURunner(Runner):
         self.jitted.disable_compile()
 
     def _compile(self) -> None:
+        record = None if self.directory is None else self.directory / "callees.pkl"
         try:
-            self.jitted.compile(self.signature)
+            self._compile_stored(record)
         except Exception as exc:
-            if self.directory is None or not _raised_by_numba_cache(exc):
+            if record is None or not _raised_by_numba_cache(exc):
                 raise
             # numba's own cache files carry no digest: one it cannot read (truncated, damaged)
             # is emptied, for this function and those it calls, and the program compiled again
@@ -319,6 +320,21 @@ class CPURunner(Runner):
                 if isinstance(value, numba.core.registry.CPUDispatcher) and stored is not None:
                     stored.flush()
             self.jitted.compile(self.signature)
+            cache.store_pickle(record, callees.registered(self.jitted.py_func.__module__))
+
+    def _compile_stored(self, record) -> None:
+        """Compile the program, or load it from numba's cache with the functions it calls
+        registered first (callees.py: their code is not linked into it), as `record` lists
+        them. Without a record (a program compiled elsewhere, stopped before writing it), a
+        stored program is compiled again, never loaded with calls nothing resolves."""
+        entries = None if record is None else cache.load_pickle(record)
+        if record is not None and entries is None and self.jitted._cache is not None:
+            self.jitted._cache.flush()
+        if entries:
+            callees.load(self.jitted.py_func.__globals__, entries)
+        self.jitted.compile(self.signature)
+        if record is not None and entries is None:
+            cache.store_pickle(record, callees.registered(self.jitted.py_func.__module__))
 
     def arguments(self, args: list) -> list:
         """The jitted function's arguments for the program's inputs `args`."""

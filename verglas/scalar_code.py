@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from verglas.graph import Constant
-from verglas.ops.scalar import Cast
+from verglas.ops.scalar import Cast, Clip
 
 __all__ = ["loop_dtypes", "variant", "helpers_in", "HELPERS", "arith", "emit_scalar",
            "substitute", "term_runs", "TermRun", "TermLoops", "ElementBlock"]
@@ -63,6 +63,7 @@ _COMPLEX = {
     "lt": "complex_lt(x, y)", "le": "complex_le(x, y)", "gt": "complex_lt(y, x)",
     "ge": "complex_le(y, x)", "maximum": "complex_maximum(x, y)",
     "minimum": "complex_minimum(x, y)", "clip": "complex_clip(x, y, z)",
+    "clip_to_bound": "complex_clip(x, y, z)",
     "true_div": "complex_divide(x, y)", "reciprocal": "complex_divide(1, x)",
 }
 # signed integers: in uint64, where +, - and * wrap around (the cast to the result's dtype
@@ -76,7 +77,8 @@ _SIGNED = {
 # numpy's float16 maximum and minimum keep the first operand on a tie (maximum(-0.0, 0.0) is
 # -0.0 there; its float32 and float64 loops give the second: fuzzer seed 16900)
 _HALF = {"maximum": "(x if (x >= y or x != x) else y)",
-         "minimum": "(x if (x <= y or x != x) else y)"}
+         "minimum": "(x if (x <= y or x != x) else y)",
+         "clip_to_bound": Clip.impl_expr}  # (its clip keeps x on a tie in every loop)
 _INTEGER = {"floor": "x", "ceil": "x"}  # an integer is its own floor (math.floor goes through a
 # float: int64 values lose their low bits)
 _REAL = {"real": "x", "conj": "x", "imag": "0"}

@@ -94,3 +94,15 @@ def test_complex_powers_that_overflow_on_the_way_are_not_judged():
     assert compare(got, want, [], runs) is None
     got[1] = 0  # (0.5 + 0.5j)**-5 is finite and in range: judged
     assert compare(got, want, [], runs) is not None
+
+
+def test_unspecified_unsigned_values_take_one_from_the_middle_too():
+    """Seed 18478: 1e30 cast to uint16, plus 7, then argmax against 11: the fills 0, 1 and
+    65535 (wrapping to 6) all left the argmax where numpy's was, while verglas's saturated
+    cast (64512) moved it; a run filling another value shows the argmax is undetermined."""
+    a = np.array([1e30, 0.0, 4.0])
+    fills = [xp.cast(a, "uint16")[0] for xp in
+             (NumpyXP(np.random.default_rng([7, r]), r, moves=False) for r in range(4))]
+    assert len(set(fills)) == 4 and any(11 < v < 65535 - 7 for v in fills)
+    outcome = check(generate(18478), CONFIGS["fast_run"])
+    assert outcome.ok, outcome.detail

@@ -748,7 +748,7 @@ def test_the_square_root_of_a_subnormal_complex(dtype):
     square root is numpy's (C99 csqrt), scaled where hypot would overflow or underflow, with
     C99's signed zeros, inf and NaN parts."""
     x = vg.tensor("x", shape=(None,), dtype=dtype)
-    inf, nan = np.inf, np.nan
+    inf = np.inf
     values = np.array([5e-324j, 1e-310 + 1e-310j, -5e-324 + 0j, complex(0, -5e-324), 3 + 4j,
                        complex(-0.0, 0.0), complex(0.0, -0.0), complex(-0.0, -0.0),
                        complex(1e308, 1e308), complex(inf, 1), complex(-inf, -1),
@@ -756,3 +756,22 @@ def test_the_square_root_of_a_subnormal_complex(dtype):
     (got,) = run([x], [vg.sqrt(x)], [values])
     with np.errstate(all="ignore"):
         same(got, np.sqrt(values), rtol=1e-6 if dtype == "complex64" else 1e-15)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_clip_ties_follow_numpys_loop_for_its_bounds(dtype):
+    """Seed 18516: clip(-0.0, lo, 1.5) with lo an array of zeros gave -0.0 where numpy gives
+    0.0: with bounds of more than one value numpy's clip is maximum then minimum (a tie gives
+    the bound), with one-value bounds its loop keeps x (ClipToBound, Clip); float16 keeps x
+    in both."""
+    x = vg.tensor("x", shape=(None, None), dtype=dtype)
+    lo = vg.tensor("lo", shape=(1, None), dtype=dtype)
+    hi = vg.tensor("hi", shape=(None, 1), dtype=dtype)
+    one = vg.tensor("one", shape=(), dtype=dtype)
+    outs = [vg.clip(x, lo, 1.5), vg.clip(x, -1.0, hi), vg.clip(x, one, 1.5), vg.clip(x, 0.0, 1.5)]
+    xv = np.array([[-0.0, 0.0, 1.5, np.nan], [0.0, -0.0, -0.0, 2.0]], dtype)
+    lv, hv, ov = np.zeros((1, 4), dtype), -np.zeros((2, 1), dtype), np.zeros((), dtype)
+    got = run([x, lo, hi, one], outs, [xv, lv, hv, ov])
+    for g, w in zip(got, [np.clip(xv, lv, 1.5), np.clip(xv, -1.0, hv), np.clip(xv, ov, 1.5),
+                          np.clip(xv, 0.0, 1.5)]):
+        same(g, w)

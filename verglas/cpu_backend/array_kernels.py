@@ -15,7 +15,8 @@ from numba.np.linalg import check_blas_return, ensure_blas, get_blas_kind, make_
 
 from verglas.cpu_backend.blas import COL_MAJOR, NO_TRANS, TRANS, numpy_cblas_gemm
 from verglas.cpu_backend.dtypes import cast_expr, np_dtype, storage_dtype
-from verglas.cpu_backend.intrinsics import prefer_wide_vectors, reshape_lengths, reshaped
+from verglas.cpu_backend.intrinsics import (c_contiguous, prefer_wide_vectors, reshape_lengths,
+                                            reshaped)
 from verglas.cpu_backend.kernels import HELPER_REFS, broadcast_dim, emit, register_helper
 from verglas.graph.basic import Constant
 from verglas.ops.basic import Join, MakeVector
@@ -57,7 +58,7 @@ def _emit_reshape(op, ctx) -> None:
                  f"{str(op)!r})")
         dims = resolved
     # numba reshapes C-contiguous arrays only: a strided input is copied first
-    src = x if ctx.is_contiguous(0) else f"np.ascontiguousarray({x})"
+    src = x if ctx.is_contiguous(0) else ctx.contiguous(x)
     ctx.line(f"{ctx.out(0)} = {reshaped(ctx, src, tuple_expr(dims))}")
     ctx.set_contiguous(0, True)
 
@@ -447,7 +448,7 @@ def _batched_gemm_source(name: str, a3: bool, b3: bool, ta: bool, tb: bool) -> s
         f"def {name}(a, b, out):", "    for i in range(out.shape[0]):",
         f"        x = {operand('a', a3, ta)}", f"        y = {operand('b', b3, tb)}",
         "        if _gemm(x, y, out[i]) != 0:",
-        "            _gemm(np.ascontiguousarray(x), np.ascontiguousarray(y), out[i])"]) + "\n"
+        "            _gemm(c_contiguous(x), c_contiguous(y), out[i])"]) + "\n"
 
 
 def _batched_gemms() -> dict:
@@ -457,7 +458,7 @@ def _batched_gemms() -> dict:
         if not (a3 or b3) or (ta and not a3) or (tb and not b3):
             continue
         name = "bgemm_{}{}_{}{}".format("bB"[a3], "bB"[b3], "nt"[ta], "nt"[tb])
-        namespace = {"_gemm": _gemm, "np": np}
+        namespace = {"_gemm": _gemm, "np": np, "c_contiguous": c_contiguous}
         exec(_batched_gemm_source(name, a3, b3, ta, tb), namespace)
         out[name] = numba.njit(cache=False, no_cpython_wrapper=True, no_cfunc_wrapper=True)(
             namespace[name])
@@ -527,7 +528,7 @@ def _emit_matmul(op, ctx) -> None:
         return
     if blas and nbatch and vb.ndim == 2 and layouts[0] == "C":
         # (..., M, K) @ (K, N) with a C-contiguous `a`: one gemm over all its rows, as numpy
-        right = b if layouts[1] != "A" else f"np.ascontiguousarray({b})"
+        right = b if layouts[1] != "A" else ctx.contiguous(b)
         ctx.line(f"{ctx.helper('gemm_rows', _gemm_rows)}({a}, {right}, {out})")
         _round_half(ctx, out, out_dtype)
         return
@@ -558,7 +559,7 @@ def _emit_matmul(op, ctx) -> None:
     so = f"{out}[{', '.join(loop)}]" if loop else out
     if blas and "A" in layouts:
         # a C or F array always suits gemm; an A one may not: copied when gemm says so
-        fixed = [f"np.ascontiguousarray({x})" if lay == "A" else x
+        fixed = [ctx.contiguous(x) if lay == "A" else x
                  for x, lay in zip((sa, sb), layouts)]
         bad = ctx.fresh("bad")
         ctx.line(f"{bad} = {fn}({sa}, {sb}, {so})")

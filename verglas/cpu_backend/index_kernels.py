@@ -14,7 +14,7 @@ import numba
 import numpy as np
 
 from verglas.cpu_backend.dtypes import cast_expr, storage_dtype
-from verglas.cpu_backend.intrinsics import broadcast_length
+from verglas.cpu_backend.intrinsics import broadcast_length, c_contiguous
 from verglas.cpu_backend.kernels import arith, emit, register_helper
 from verglas.ops.indexing import AdvancedIncSubtensor, AdvancedSubtensor, IncSubtensor, Subtensor
 from verglas.source import all_of, any_of, tuple_expr
@@ -52,7 +52,7 @@ def _slice_range(n, start, has_start, stop, has_stop, step):
 def _normalize_indices(idx, n):
     """(idx as int64 with negatives wrapped, whether every index is in [-n, n))."""
     out = np.empty(idx.shape, np.int64)
-    src = np.ascontiguousarray(idx).reshape(idx.size)
+    src = c_contiguous(idx).reshape(idx.size)
     dst = out.reshape(idx.size)
     for k in range(idx.size):
         v = np.int64(src[k])

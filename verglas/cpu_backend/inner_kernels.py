@@ -22,7 +22,7 @@ __all__ = []
 
 def _contiguous(ctx, i: int) -> str:
     """Input `i` as a C-contiguous array (sub-program functions assume C inputs)."""
-    return ctx.inp(i) if ctx.is_contiguous(i) else f"np.ascontiguousarray({ctx.inp(i)})"
+    return ctx.inp(i) if ctx.is_contiguous(i) else ctx.contiguous(ctx.inp(i))
 
 
 @emit.register(OpFromGraph)
@@ -78,7 +78,7 @@ def _sequence(ctx, j: int, n: str) -> tuple[str, bool]:
     # reversed sequences), unless they are not contiguous themselves: then one copy first
     seq = ctx.fresh("seq")
     ctx.line(f"{seq} = {x} if {ctx.helper('rows_c', rows_contiguous)}({x}) else "
-             f"np.ascontiguousarray({x})")
+             f"{ctx.contiguous(x)}")
     return seq, True
 
 

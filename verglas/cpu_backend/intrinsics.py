@@ -25,10 +25,10 @@ try:  # numba's own lowering of np.empty's body (numba.np.arrayobj, stable for y
 except ImportError:  # pragma: no cover - then programs call np.empty
     _empty_nd_impl = _parse_shape = None
 
-__all__ = ["RuntimeBroadcast", "c_view", "c_row", "own_row", "c_head", "permuted", "empty_c",
-           "scalars_at", "reshaped", "empty_expr", "zero_d", "ws_take", "ws_add", "ws_reserve",
-           "ws_carve", "float_to_int", "select", "reshape_lengths", "broadcast_length",
-           "RAISE_IF", "WORKSPACE_TOO_BIG",
+__all__ = ["RuntimeBroadcast", "c_view", "c_contiguous", "c_row", "own_row", "c_head", "permuted",
+           "empty_c", "scalars_at", "reshaped", "empty_expr", "zero_d", "ws_take", "ws_add",
+           "ws_reserve", "ws_carve", "float_to_int", "select", "reshape_lengths",
+           "broadcast_length", "RAISE_IF", "WORKSPACE_TOO_BIG",
            "WORKSPACE_ALIGN"]
 
 WORKSPACE_ALIGN = 64  # bytes: every array carved from a workspace starts on a cache line
@@ -207,6 +207,64 @@ def permuted(typingctx, arr, axes):
         return result
 
     return ret(arr, axes), codegen
+
+
+@intrinsic
+def c_contiguous(typingctx, arr):
+    """`np.ascontiguousarray(arr)` for an array of 1 or more dims: `arr` itself where it is
+    C-contiguous (checked at run time unless its type says so), else a C-contiguous copy
+    (numba's own compiles a contiguity check and its overload as functions of their own,
+    ~250 ms per signature; here both are a few instructions in place)."""
+    if not isinstance(arr, types.Array) or arr.ndim == 0:
+        return None
+    ret = arr.copy(layout="C", readonly=False)  # (numba's type for it)
+
+    def codegen(context, builder, sig, args):
+        if arr.layout == "C":
+            context.nrt.incref(builder, arr, args[0])
+            return args[0]
+        src = context.make_array(arr)(context, builder, args[0])
+        intp = context.get_value_type(types.intp)
+        shape = cgutils.unpack_tuple(builder, src.shape, arr.ndim)
+        strides = cgutils.unpack_tuple(builder, src.strides, arr.ndim)
+        # numpy's flag: each dim longer than 1 steps by the item times the dims after it
+        # (an empty array is contiguous)
+        contiguous, empty, step = cgutils.true_bit, cgutils.false_bit, src.itemsize
+        for d, n in reversed(list(zip(strides, shape))):
+            fine = builder.or_(builder.icmp_signed("<=", n, intp(1)),
+                               builder.icmp_signed("==", d, step))
+            contiguous = builder.and_(contiguous, fine)
+            empty = builder.or_(empty, builder.icmp_signed("==", n, intp(0)))
+            step = builder.mul(step, n)
+        slot = cgutils.alloca_once(builder, context.get_value_type(ret))
+        with builder.if_else(builder.or_(contiguous, empty), likely=True) as (same, copy):
+            with same:
+                c_strides, item = [], src.itemsize
+                for n in reversed(shape):
+                    c_strides.append(item)
+                    item = builder.mul(item, n)
+                out = context.make_array(ret)(context, builder)
+                context.populate_array(out, data=src.data,
+                                       shape=cgutils.pack_array(builder, shape, ty=intp),
+                                       strides=cgutils.pack_array(builder, c_strides[::-1],
+                                                                  ty=intp),
+                                       itemsize=src.itemsize, meminfo=src.meminfo,
+                                       parent=src.parent)
+                context.nrt.incref(builder, ret, out._getvalue())
+                builder.store(out._getvalue(), slot)
+            with copy:
+                out = _empty_nd_impl(context, builder, ret, shape)
+                out_strides = cgutils.unpack_tuple(builder, out.strides, arr.ndim)
+                with cgutils.loop_nest(builder, shape, intp) as index:
+                    at = cgutils.get_item_pointer2(context, builder, src.data, shape, strides,
+                                                   arr.layout, index)
+                    to = cgutils.get_item_pointer2(context, builder, out.data, shape,
+                                                   out_strides, "C", index)
+                    builder.store(builder.load(at), to)
+                builder.store(out._getvalue(), slot)
+        return builder.load(slot)
+
+    return ret(arr), codegen
 
 
 @intrinsic

@@ -19,8 +19,9 @@ import numpy as np
 from verglas.cpu_backend.dtypes import cast_expr, half_round, storage_dtype
 from verglas.cpu_backend.dtypes import literal as source_literal
 from verglas.cpu_backend.intrinsics import (RAISE_IF, RuntimeBroadcast, broadcast_length,
-                                            c_head, c_row, c_view, empty_c, empty_expr, own_row,
-                                            float_to_int, permuted, prefer_wide_vectors,
+                                            c_contiguous, c_head, c_row, c_view, empty_c,
+                                            empty_expr, float_to_int, own_row, permuted,
+                                            prefer_wide_vectors,
                                             reshape_lengths, reshaped, scalars_at, select,
                                             ws_add, ws_carve, ws_reserve, ws_take)
 from verglas.cpu_backend.vmath import FASTMATH, VMATH
@@ -41,8 +42,8 @@ _SCALAR_REFS: dict = {}  # id(jitted scalar impl) -> ("scalar", op name, dtype)
 
 
 # intrinsics generated code calls, found again by name
-HELPER_REFS.update(scalars_at=scalars_at, c_view=c_view, c_row=c_row, c_head=c_head,
-                   own_row=own_row,
+HELPER_REFS.update(scalars_at=scalars_at, c_view=c_view, c_contiguous=c_contiguous, c_row=c_row,
+                   c_head=c_head, own_row=own_row,
                    permuted=permuted,
                    empty_c=empty_c, ws_take=ws_take, ws_add=ws_add, ws_reserve=ws_reserve,
                    ws_carve=ws_carve,
@@ -321,6 +322,10 @@ class EmitContext(source.EmitContext):
 
     def helper(self, prefix: str, fn) -> str:
         return self.src.add_global(prefix, fn)
+
+    def contiguous(self, array: str) -> str:
+        """The expression of `array` as a C-contiguous array (itself where it is one)."""
+        return f"{self.helper('c_contiguous', c_contiguous)}({array})"
 
     def fail_if(self, condition: str, exc: str, message: str) -> None:
         """Raise `exc(message)` where the boolean expression `condition` holds (evaluated
@@ -662,7 +667,7 @@ def _emit_blocked(ctx, op, scalars, flats, oflat, size, idx, loops) -> None:
 @numba.njit(cache=False, error_model="numpy")
 def _broadcast_into(x, out):
     """out[...] = x broadcast (shapes already checked); the rare run-time broadcasting case."""
-    xc = np.ascontiguousarray(x)
+    xc = c_contiguous(x)
     xv = xc.reshape(xc.size)
     n = out.size
     ov = out.reshape(n)

@@ -339,7 +339,7 @@ def _emit_argmax(op, ctx) -> None:
         ctx.fail_if(f"{x}.size == 0", "ValueError",
                     f"{op}: attempt to get the index of an extremum of an empty sequence")
         flat = ctx.fresh("xf")
-        src = x if ctx.is_contiguous(0) else f"np.ascontiguousarray({x})"
+        src = x if ctx.is_contiguous(0) else ctx.contiguous(x)
         ctx.line(f"{flat} = {reshaped(ctx, src, f'{x}.size')}")
         length, kept, reads = f"{x}.size", [], lambda k: f"{flat}[{k}]"
         iv = []
@@ -391,7 +391,7 @@ def _emit_cumsum(op, ctx) -> None:
     if op.axis is None:
         out = ctx.alloc(0, f"({x}.size,)")
         flat, acc, k = ctx.fresh("xf"), ctx.fresh("acc"), ctx.fresh("k")
-        src = x if ctx.is_contiguous(0) else f"np.ascontiguousarray({x})"
+        src = x if ctx.is_contiguous(0) else ctx.contiguous(x)
         ctx.line(f"{flat} = {reshaped(ctx, src, f'{x}.size')}")
         # -0.0 + v is v: the first element is kept as it is (numpy's accumulate); a complex
         # one's parts both (-0.0 alone is (-0+0j): an imaginary -0.0 came out 0.0, seed 17010)

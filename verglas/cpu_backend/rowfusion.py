@@ -294,7 +294,7 @@ def _as_rows(contexts, group, rows: str) -> dict:
             view = ctx.fresh("rw")
             # (a C-contiguous array: a c_view, a few IR statements; numba's reshape costs
             # hundreds, and compile time follows them)
-            src = name if ctx.layout(i) == "C" else f"np.ascontiguousarray({name})"
+            src = name if ctx.layout(i) == "C" else ctx.contiguous(name)
             ctx.line(f"{view} = {reshaped(ctx, src, f'({lead}, {name}.shape[{var.ndim - 1}])')}")
             renamed[b] = name
             names[b] = view

@@ -4,9 +4,8 @@ MakeVector), and SumToShape, the gradient's sum over broadcast axes."""
 from __future__ import annotations
 
 import numba
-import numpy as np
 
-from verglas.cpu_backend.intrinsics import empty_expr, permuted, reshaped, zero_d
+from verglas.cpu_backend.intrinsics import c_contiguous, empty_expr, permuted, reshaped, zero_d
 from verglas.cpu_backend.kernels import emit, literal, register_helper
 from verglas.ops.basic import DimShuffle, MakeVector, Shape, ShapeI
 from verglas.ops.elemwise import SumToShape
@@ -115,7 +114,7 @@ def _sum_to_shape(g, target, out):
             same = False
             if target[a] != 1:
                 raise ValueError("SumToShape: cannot reduce to the requested shape")
-    gv = np.ascontiguousarray(g).reshape(g.size)
+    gv = c_contiguous(g).reshape(g.size)
     ov = out.reshape(out.size)
     n = g.size
     if same:  # nothing was broadcast (the usual case): a vectorized copy
@@ -159,7 +158,7 @@ def _emit_sum_to_shape(op, ctx) -> None:
             return
         shape = "(" + "".join(f"{g}.shape[{a}], " for a in range(ndim)) + ")"
         out = ctx.alloc(0, shape)
-        src = g if ctx.is_contiguous(0) else f"np.ascontiguousarray({g})"
+        src = g if ctx.is_contiguous(0) else ctx.contiguous(g)
         ctx.line(f"{ctx.helper('copy_into', copy_into)}({reshaped(ctx, src, f'{src}.size')}, "
                  f"{reshaped(ctx, out, f'{out}.size')})")
         return

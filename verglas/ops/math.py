@@ -125,7 +125,11 @@ def clip(x, lo, hi):
         if _is_int_scalar(hi) and hi > info.max:
             hi = None
     if lo is not None and hi is not None:
-        return elemwise(_op(s.Clip), x, lo, hi)
+        # numpy's ties depend on its loop: x where both bounds are one value (its loop for
+        # scalar bounds), else the bound (see ClipToBound)
+        arrays = any(not is_python_scalar(b) and any(d != 1 for d in as_tensor(b).type.shape)
+                     for b in (lo, hi))
+        return elemwise(_op(s.ClipToBound if arrays else s.Clip), x, lo, hi)
     if lo is not None:  # one bound: numpy's maximum / minimum (a tie gives the bound)
         x = maximum(x, lo)
     if hi is not None:

@@ -388,6 +388,24 @@ class Clip(ScalarOp):
         return np.clip(x, lo, hi)
 
 
+def _max_of(x, y):
+    return f"({x} if ({x} != {x} or {x} > {y}) else {y})"
+
+
+@_register
+class ClipToBound(Clip):
+    """numpy's clip with a bound of more than one value (vg.clip decides by static shapes):
+    its loop is maximum then minimum, so a tie gives the bound (clip(-0.0, [0.0, 1.0], 1.0)
+    starts with 0.0, fuzzer seed 18516; for two one-value bounds numpy's loop keeps x: Clip).
+    NaN anywhere gives NaN, as Clip. A bound whose length is 1 only at run time is taken as
+    one of more values: numpy then keeps x on a tie where this gives the bound."""
+
+    op_name = "clip_to_bound"
+    impl_expr = (f"({_max_of('x', 'y')} if ({_max_of('x', 'y')} != {_max_of('x', 'y')} "
+                 f"or {_max_of('x', 'y')} < z) else z)")
+    impl = staticmethod(impl_from_expr(impl_expr, 3))
+
+
 @_register
 class Second(ScalarOp):
     """second(x, y) = y: broadcasts y to the shape of x (fills)."""

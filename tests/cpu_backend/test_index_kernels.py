@@ -124,3 +124,46 @@ def test_an_inplace_scatter_into_zeros_does_not_copy_its_target():
         fast, _ = compile_pair([table, ids, d], [out])
         assert fast._runner.text.count("[...] =") == 0  # (the set writes in loops of its own)
         compare_backend([table, ids, d], [out], arrays)
+
+
+@functools.cache
+def rows_program():
+    """Rows picked by one integer array (an embedding's lookup and its gradient's scatter):
+    copied row by row (index_kernels._row_indexing)."""
+    t = vg.tensor("t", shape=(None, None, None), dtype="float32")
+    m = vg.tensor("m", shape=(None, None), dtype="int16")
+    ids = vg.tensor("ids", shape=(None,), dtype="int64")
+    ids2 = vg.tensor("ids2", shape=(None, None), dtype="int32")
+    v = vg.tensor("v", shape=(None, None, None), dtype="float64")
+    w = vg.tensor("w", shape=(None, None), dtype="float32")
+    outs = [t[ids], t[ids2] * 2, m[ids], vg.inc_subtensor(vg.zeros_like(t)[ids], t[ids] * 3),
+            vg.set_subtensor(t[ids], t[ids][::-1] + 1), vg.inc_subtensor(m[ids], m[ids]),
+            vg.inc_subtensor(t[ids], v), vg.inc_subtensor(t[ids], w),
+            t.transpose(1, 0, 2)[ids % 3]]  # (a strided table: the general loops)
+    return [t, m, ids, ids2, v, w], outs
+
+
+@pytest.mark.parametrize("n", [6, 1, 0])
+def test_rows_picked_by_an_index_array(n):
+    inputs, outs = rows_program()
+    g = rng(5)
+    t = g.standard_normal((4, 3, 5)).astype("float32")
+    m = g.integers(-9, 9, (4, 7)).astype("int16")
+    ids = g.integers(-4, 4, n)  # (repeated and negative: incs add up, sets keep the last)
+    ids2 = g.integers(-4, 4, (n, 2)).astype("int32")
+    v = g.standard_normal((n, 3, 5))
+    w = g.standard_normal((3, 5)).astype("float32")  # (broadcast: the general loops)
+    compare_backend(inputs, outs, [t, m, ids, ids2, v, w])
+    compare_backend(inputs, outs, [t, m, ids, ids2, v[:, :1], w])  # (broadcast at run time)
+    if n:
+        source = compile_pair(inputs, outs)[0].source()
+        # (two rows a loop: the 3 distinct gathers, the 4 updates of a value of their shape)
+        assert source.count("c_row0(") == 2 * 7
+
+
+def test_rows_out_of_bounds_name_the_op():
+    inputs, outs = rows_program()
+    t, m = np.zeros((4, 3, 5), "float32"), np.zeros((4, 7), "int16")
+    arrays = [t, m, np.array([0, 4]), np.zeros((1, 2), "int32"), np.zeros((2, 3, 5)),
+              np.zeros((3, 5), "float32")]
+    expect_error(inputs, outs, arrays, IndexError, "AdvancedSubtensor")

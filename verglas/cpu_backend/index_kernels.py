@@ -14,7 +14,7 @@ import numba
 import numpy as np
 
 from verglas.cpu_backend.dtypes import cast_expr, storage_dtype
-from verglas.cpu_backend.intrinsics import broadcast_length, c_contiguous
+from verglas.cpu_backend.intrinsics import broadcast_length, c_contiguous, c_row, reshaped
 from verglas.cpu_backend.kernels import arith, emit, register_helper
 from verglas.ops.indexing import AdvancedIncSubtensor, AdvancedSubtensor, IncSubtensor, Subtensor
 from verglas.source import all_of, any_of, tuple_expr
@@ -369,9 +369,63 @@ def _idx(parts) -> str:
     return "[" + ", ".join(parts) + "]" if parts else "[()]"
 
 
+def _row_indexing(op, ctx, array: int, index: int) -> bool:
+    """Whether the step indexes the rows of input `array` (C-contiguous, 2 dims or more) by
+    one integer index array (input `index`) and nothing else: `table[ids]`, an embedding's lookup and its
+    gradient's scatter, run row by row (each row one contiguous copy LLVM vectorizes; the
+    general loops index every element, 5x numpy's time on a 1024-row gather)."""
+    index = ctx.input_var(index)
+    return (tuple(op.idx_list) == ("array",) and index.dtype != "bool" and index.ndim >= 1
+            and ctx.input_var(array).ndim >= 2 and ctx.is_contiguous(array))
+
+
+def _index_rows(ctx, op, x: str, index: str) -> tuple[str, str, str]:
+    """(flat in-bounds indices, their count, x's row length) of the rows `index` picks from
+    `x`, raising numpy's IndexError for an index out of bounds (unless it picks nothing)."""
+    norm, ok = ctx.fresh("ia"), ctx.fresh("ok")
+    ctx.line(f"{norm}, {ok} = {ctx.helper('normalize_indices', _normalize_indices)}({index}, "
+             f"{x}.shape[0])")
+    ctx.fail_if(all_of([f"not {ok}", f"{norm}.size != 0"]), "IndexError",
+                f"{op}: index out of bounds for axis 0")
+    ndim = ctx.input_var(0).ndim
+    length = " * ".join(f"{x}.shape[{a}]" for a in range(1, ndim))
+    flat = ctx.fresh("if")
+    ctx.line(f"{flat} = {reshaped(ctx, norm, f'{norm}.size')}")
+    return flat, f"{norm}.size", length
+
+
+def _row_loop(ctx, count: str, length: str, rows, line_of) -> None:
+    """For each of `count` rows r: the rows `rows` gives ([(2-d array, its row index)]) as
+    vectors (c_row: the inner loop is a contiguous copy LLVM vectorizes, 30 us for 1024 rows
+    of 256 floats where indexing the 2-d arrays took 136), then line_of(vectors, j) for each
+    of their `length` elements j."""
+    r, j = ctx.fresh("r"), ctx.fresh("j")
+    row = ctx.helper("c_row", c_row)
+    ctx.line(f"for {r} in range({count}):")
+    with ctx.indent():
+        vectors = []
+        for array, at in rows(r):
+            vectors.append(ctx.fresh("rv"))
+            ctx.line(f"{vectors[-1]} = {row}({array}, {at})")
+        ctx.line(f"for {j} in range({length}):")
+        with ctx.indent():
+            ctx.line(line_of(vectors, j))
+
+
 @emit.register(AdvancedSubtensor)
 def _emit_advanced_subtensor(op, ctx) -> None:
     x = ctx.inp(0)
+    if _row_indexing(op, ctx, 0, 1):
+        flat, count, length = _index_rows(ctx, op, x, ctx.inp(1))
+        dims = [f"{ctx.inp(1)}.shape[{d}]" for d in range(ctx.input_var(1).ndim)] + [
+            f"{x}.shape[{a}]" for a in range(1, ctx.input_var(0).ndim)]
+        out = ctx.alloc(0, tuple_expr(dims))
+        rows_x, rows_o = ctx.fresh("rx"), ctx.fresh("ro")
+        ctx.line(f"{rows_x} = {reshaped(ctx, x, f'({x}.shape[0], {length})')}")
+        ctx.line(f"{rows_o} = {reshaped(ctx, out, f'({count}, {length})')}")
+        _row_loop(ctx, count, length, lambda r: [(rows_o, r), (rows_x, f"{flat}[{r}]")],
+                  lambda v, j: f"{v[0]}[{j}] = {v[1]}[{j}]")
+        return
     dims, source = _advanced_plan(ctx, op, x, ctx.input_var(0), 1)
     out = ctx.alloc(0, "(" + "".join(f"{d}, " for d in dims) + ")")
     loop = _loops(ctx, dims)
@@ -384,6 +438,23 @@ def _emit_advanced_inc_subtensor(op, ctx) -> None:
     out = _copy_input(ctx)
     v = ctx.inp(1)
     vndim = ctx.input_var(1).ndim
+    if (_row_indexing(op, ctx, 0, 2) and ctx.src.specialized and ctx.is_contiguous(1)
+            and vndim == ctx.input_var(2).ndim + ctx.input_var(0).ndim - 1):
+        # (the specialized program: a value broadcast at run time raises RuntimeBroadcast,
+        # and the general program's loops take it)
+        flat, count, length = _index_rows(ctx, op, out, ctx.inp(2))
+        index = ctx.inp(2)
+        dims = [f"{index}.shape[{d}]" for d in range(ctx.input_var(2).ndim)] + [
+            f"{out}.shape[{a}]" for a in range(1, ctx.input_var(0).ndim)]
+        ctx.check_equal([(f"{v}.shape[{d}]", e) for d, e in enumerate(dims)],
+                        "RuntimeBroadcast", str(op))
+        v = _unshared_value(ctx, v, vndim)
+        rows_o, rows_v = ctx.fresh("ro"), ctx.fresh("rv")
+        ctx.line(f"{rows_o} = {reshaped(ctx, out, f'({out}.shape[0], {length})')}")
+        ctx.line(f"{rows_v} = {reshaped(ctx, v, f'({count}, {length})')}")
+        _row_loop(ctx, count, length, lambda r: [(rows_o, f"{flat}[{r}]"), (rows_v, r)],
+                  lambda w, j: f"{w[0]}[{j}] = {_stored(ctx, op, f'{w[0]}[{j}]', f'{w[1]}[{j}]')}")
+        return
     dims, source = _advanced_plan(ctx, op, out, ctx.input_var(0), 2)
     _check_value(ctx, op, v, vndim, dims)
     v = _unshared_value(ctx, v, vndim)

@@ -371,9 +371,10 @@ def _idx(parts) -> str:
 
 def _row_indexing(op, ctx, array: int, index: int) -> bool:
     """Whether the step indexes the rows of input `array` (C-contiguous, 2 dims or more) by
-    one integer index array (input `index`) and nothing else: `table[ids]`, an embedding's lookup and its
-    gradient's scatter, run row by row (each row one contiguous copy LLVM vectorizes; the
-    general loops index every element, 5x numpy's time on a 1024-row gather)."""
+    one integer index array (input `index`) and nothing else: `table[ids]`, an embedding's
+    lookup and its gradient's scatter, run row by row (each row one contiguous copy LLVM
+    vectorizes; the general loops index every element, 5x numpy's time on a 1024-row
+    gather)."""
     index = ctx.input_var(index)
     return (tuple(op.idx_list) == ("array",) and index.dtype != "bool" and index.ndim >= 1
             and ctx.input_var(array).ndim >= 2 and ctx.is_contiguous(array))

@@ -19,11 +19,13 @@ from numba.core.extending import intrinsic
 
 from verglas.cpu_backend.callees import call_status, declare_unlinked
 
-__all__ = ["parallel_range", "call_on_pool", "launch", "SERIAL_WORK"]
+__all__ = ["parallel_range", "call_on_pool", "launch", "SERIAL_WORK", "CHUNKS_PER_THREAD"]
 
 # loops doing less work than this (rows x columns) run on the calling thread: handing chunks
 # to the pool costs microseconds
 SERIAL_WORK = 1 << 15
+# chunks of rows per pool thread: a few, so a thread that finishes early takes another
+CHUNKS_PER_THREAD = 4
 
 _names = itertools.count()
 
@@ -79,18 +81,27 @@ def parallel_range(typingctx, body, n, work, args):
 
 
 def _run_on_pool(context, builder, call, n_val, args_val, intp) -> None:
+    """Hand the pool CHUNKS_PER_THREAD chunks per thread (or n, if fewer), each a run of rows:
+    numba's TBB layer splits what it is given down to single units (a loop over 1M elements
+    handed over as 1M units ran as ~690k calls of the body, 15 ms for 0.45 ms of work)."""
     module = builder.module
     byte_ptr = ir.IntType(8).as_pointer()
-    record_ty = ir.LiteralStructType([args_val.type, ir.IntType(8)])  # arguments, failure flag
+    # arguments, failure flag, rows, chunks
+    record_ty = ir.LiteralStructType([args_val.type, ir.IntType(8), intp, intp])
     callback = ir.Function(module, ir.FunctionType(
         ir.VoidType(), [byte_ptr.as_pointer(), intp.as_pointer(), intp.as_pointer(), byte_ptr]),
         name=f"verglas_rows_chunk_{next(_names)}")
     callback.linkage = "internal"
     cb = ir.IRBuilder(callback.append_basic_block())
     chunk_args, dims, _, data = callback.args
-    lo = cb.ptrtoint(cb.load(chunk_args), intp)  # the pool offsets a null base by lo * 1
-    hi = cb.add(lo, cb.load(dims))
+    first = cb.ptrtoint(cb.load(chunk_args), intp)  # the pool offsets a null base by lo * 1
+    last = cb.add(first, cb.load(dims))
     record = cb.bitcast(data, record_ty.as_pointer())
+    rows = cb.load(cgutils.gep_inbounds(cb, record, 0, 2))
+    chunks = cb.load(cgutils.gep_inbounds(cb, record, 0, 3))
+    # chunks [first, last) are rows [rows * first // chunks, rows * last // chunks)
+    lo = cb.sdiv(cb.mul(rows, first), chunks)
+    hi = cb.sdiv(cb.mul(rows, last), chunks)
     values = cb.load(cgutils.gep_inbounds(cb, record, 0, 0))
     status, _ = call(cb, lo, hi, [cb.extract_value(values, k)
                                   for k in range(len(args_val.type.elements))])
@@ -102,18 +113,23 @@ def _run_on_pool(context, builder, call, n_val, args_val, intp) -> None:
     builder.store(args_val, cgutils.gep_inbounds(builder, record, 0, 0))
     flag = cgutils.gep_inbounds(builder, record, 0, 1)
     builder.store(ir.IntType(8)(0), flag)
-    base = cgutils.alloca_once_value(builder, byte_ptr(None))
-    dims = cgutils.alloca_once_value(builder, n_val)
-    steps = cgutils.alloca_once_value(builder, intp(1))
     get_num_threads = cgutils.get_or_insert_function(
         module, ir.FunctionType(intp, []), "get_num_threads")
+    threads = builder.call(get_num_threads, [])
+    most = builder.mul(threads, intp(CHUNKS_PER_THREAD))
+    chunks = builder.select(builder.icmp_signed("<", n_val, most), n_val, most)
+    builder.store(n_val, cgutils.gep_inbounds(builder, record, 0, 2))
+    builder.store(chunks, cgutils.gep_inbounds(builder, record, 0, 3))
+    base = cgutils.alloca_once_value(builder, byte_ptr(None))
+    dims = cgutils.alloca_once_value(builder, chunks)
+    steps = cgutils.alloca_once_value(builder, intp(1))
     parallel_for = cgutils.get_or_insert_function(
         module, ir.FunctionType(ir.VoidType(), [byte_ptr] * 5 + [intp] * 3),
         "numba_parallel_for")
     builder.call(parallel_for, [
         builder.bitcast(callback, byte_ptr), builder.bitcast(base, byte_ptr),
         builder.bitcast(dims, byte_ptr), builder.bitcast(steps, byte_ptr),
-        builder.bitcast(record, byte_ptr), intp(0), intp(1), builder.call(get_num_threads, [])])
+        builder.bitcast(record, byte_ptr), intp(0), intp(1), threads])
     failed = builder.icmp_unsigned("!=", builder.load(flag), ir.IntType(8)(0))
     with cgutils.if_unlikely(builder, failed):
         context.call_conv.return_user_exc(

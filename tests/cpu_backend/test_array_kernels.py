@@ -399,3 +399,28 @@ def test_a_vector_times_a_transposed_matrix_is_dot_products(dtype):
         compare_backend([v, w], outs, [random_array(g, dtype, (n,)),
                                        random_array(g, dtype, (k, n))],
                         rtol=1e-4 if dtype == "float32" else None)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_vector_times_a_matrix_keeps_its_sums_in_registers(dtype):
+    """v @ w (a recurrent step's h @ W) runs as _row_times: w's columns in blocks of 8, then 4
+    vectors whose sums stay in registers over w's rows, then one vector, then one column at a
+    time (every stage below: 1, 7, 16, 64, 200 and 203 columns); above ROW_DOTS_MAX elements
+    it is gemm's."""
+    from verglas.cpu_backend.array_kernels import ROW_DOTS_MAX
+
+    v = vg.tensor("v", shape=(None,), dtype=dtype)
+    w = vg.tensor("w", shape=(None, None), dtype=dtype)
+    outs = [v @ w, vg.expand_dims(v, 0) @ w, v[::-1] @ w]
+    fast, _ = compile_pair([v, w], outs)
+    assert "row_times0(" in fast.source()
+    g = rng(13)
+    side = int(np.sqrt(ROW_DOTS_MAX)) + 1
+    for k, n in [(0, 3), (3, 0), (1, 1), (5, 7), (8, 16), (64, 64), (3, 200), (2, 203),
+                 (side, side)]:
+        # (sums of up to 257 products in another order than numpy's: near-cancelling ones
+        # differ by a few of the terms' ulps)
+        compare_backend([v, w], outs, [random_array(g, dtype, (k,)),
+                                       random_array(g, dtype, (k, n))],
+                        rtol=1e-4 if dtype == "float32" else None,
+                        atol=1e-4 if dtype == "float32" else 1e-12)

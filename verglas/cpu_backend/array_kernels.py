@@ -598,24 +598,16 @@ def _emit_matmul(op, ctx) -> None:
         if idx and layouts[i] != "C":
             layouts[i] = "A"
     fn = ctx.helper("matmul", _gemm if blas else _matmul_loops)
-    if (blas and not nbatch and va.type.shape[0] == 1 and layouts == ["C", "F"]
+    row_kernel = {("C", "F"): ("row_dots", _row_dots, f"{b}.T"),
+                  ("C", "C"): ("row_times", _row_times, b)}.get(tuple(layouts))
+    if (row_kernel and blas and not nbatch and va.type.shape[0] == 1
             and storage_dtype(out_dtype) == out_dtype):
-        # a row vector times a transposed matrix: dot products with the matrix's rows
-        dots = ctx.helper("row_dots", _row_dots)
+        # a row vector times a matrix: dot products with a transposed matrix's rows, or sums
+        # in registers over a matrix's rows (a recurrent step's h @ W)
+        name, kernel, right = row_kernel
         ctx.line(f"if {b}.size <= {ROW_DOTS_MAX}:")
         with ctx.indent():
-            ctx.line(f"{dots}({a}[0], {b}.T, {out}[0])")
-        ctx.line("else:")
-        with ctx.indent():
-            ctx.line(f"{fn}({a}, {b}, {out})")
-        return
-    if (blas and not nbatch and va.type.shape[0] == 1 and layouts == ["C", "C"]
-            and storage_dtype(out_dtype) == out_dtype):
-        # a row vector times a matrix (a recurrent step's h @ W): sums in registers
-        times = ctx.helper("row_times", _row_times)
-        ctx.line(f"if {b}.size <= {ROW_DOTS_MAX}:")
-        with ctx.indent():
-            ctx.line(f"{times}({a}[0], {b}, {out}[0])")
+            ctx.line(f"{ctx.helper(name, kernel)}({a}[0], {right}, {out}[0])")
         ctx.line("else:")
         with ctx.indent():
             ctx.line(f"{fn}({a}, {b}, {out})")

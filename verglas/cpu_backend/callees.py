@@ -21,7 +21,7 @@ import llvmlite.binding as llvm
 from numba.core import cgutils, types
 from numba.core.extending import intrinsic
 
-__all__ = ["call_unlinked", "declare_unlinked", "registered", "load", "forget"]
+__all__ = ["call_unlinked", "declare_unlinked", "registered", "load"]
 
 _lock = threading.Lock()
 # module name -> [(function name, argument types)] in the order they were registered (a
@@ -112,9 +112,3 @@ def load(namespace: dict, entries) -> None:
         dispatcher = namespace[name]
         dispatcher.compile(tuple(arg_types))
         _register(dispatcher, arg_types)
-
-
-def forget(module: str) -> None:
-    """Drop the record of `module`'s registrations (its functions are compiled afresh)."""
-    with _lock:
-        _registered.pop(module, None)

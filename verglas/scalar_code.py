@@ -65,6 +65,7 @@ _COMPLEX = {
     "minimum": "complex_minimum(x, y)", "clip": "complex_clip(x, y, z)",
     "clip_to_bound": "complex_clip(x, y, z)",
     "true_div": "complex_divide(x, y)", "reciprocal": "complex_divide(1, x)",
+    "pow": "complex_pow(x, y)",  # (numba's cpow gives NaN for 0 ** z, numpy 0 where z.real > 0)
 }
 # signed integers: in uint64, where +, - and * wrap around (the cast to the result's dtype
 # keeps the low bits); INT_MIN // -1 is INT_MIN (numba's // gives 0)

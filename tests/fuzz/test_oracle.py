@@ -106,3 +106,14 @@ def test_unspecified_unsigned_values_take_one_from_the_middle_too():
     assert len(set(fills)) == 4 and any(11 < v < 65535 - 7 for v in fills)
     outcome = check(generate(18478), CONFIGS["fast_run"])
     assert outcome.ok, outcome.detail
+
+
+def test_an_error_that_an_unspecified_value_decides_is_not_judged():
+    """Seed 20846: a loop over int64 states stops at a fixed point of where(h, -5, h / h)
+    cast to int64. At h = 0 the cast of NaN is unspecified; verglas's 0 is a fixed point, so
+    its loop stops a step before numpy's (whose INT64_MIN is not), and broadcasting the shorter
+    trace raises. A choice run that fills 0 raises the same error: the error is numpy's too."""
+    expected = expect(generate(20846))
+    assert expected.error is None and ValueError in expected.run_errors
+    outcome = check(generate(20846), CONFIGS["fast_run"])
+    assert outcome.ok, outcome.detail

@@ -775,3 +775,16 @@ def test_clip_ties_follow_numpys_loop_for_its_bounds(dtype):
     for g, w in zip(got, [np.clip(xv, lv, 1.5), np.clip(xv, -1.0, hv), np.clip(xv, ov, 1.5),
                           np.clip(xv, 0.0, 1.5)]):
         same(g, w)
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+def test_a_complex_power_of_zero_is_numpys(dtype):
+    """Seed 20734: 0 ** (2.5 - 1j) gave NaN (numba's cpow) where numpy gives 0: a zero base
+    gives 0 for an exponent of positive real part, NaN for the rest but a zero exponent, 1."""
+    x = vg.tensor("x", shape=(None,), dtype=dtype)
+    y = vg.tensor("y", shape=(None,), dtype=dtype)
+    xs = np.array([0, 0, 0, 0, -0.0, 0, 2 + 1j, 0], dtype)
+    ys = np.array([2.5 - 1j, 2, -1.5 + 1j, 1j, 3.0, 0, 0.5 - 2j, -2], dtype)
+    (got,) = run([x, y], [x ** y], [xs, ys])
+    with np.errstate(all="ignore"):
+        same(got, xs ** ys, rtol=1e-5 if dtype == "complex64" else 1e-13)

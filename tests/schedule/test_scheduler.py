@@ -180,3 +180,14 @@ def test_an_output_view_of_a_whole_temporary_is_given_away():
         assert program.returned_copies(), outputs
     program = program_of([x, w], [x[::-1]])
     assert program.peak_bytes(shapes) == 30 * 4 * 8  # (the copy of the input's rows)
+
+
+def test_a_shape_that_holds_an_array_constant_prints():
+    """Seed 20846: the length of a loop that stops early is an expression of its initial state,
+    an array constant; printing the Program raised (`.item()` of 35 values)."""
+    import numpy as np
+
+    x = vg.tensor("x", shape=(None, 3), dtype="int64")
+    trace = vg.scan(lambda s, h: (h + s, vg.until(vg.all(vg.eq(h + s, h)))), sequences=[x],
+                    outputs_info=np.array([1, 2, 3]))
+    assert "const(3,)" in str(program_of([x], [trace]))

@@ -118,9 +118,9 @@ def load(expr: str, dtype: str) -> str:
 
 # -- scalar code ---------------------------------------------------------------------------------
 # where numba-cuda's own scalar code is not numpy's (seen on a real GPU; the simulator runs
-# Python's and numpy's, which hid them): float % and //, complex ** and log1p
+# Python's and numpy's, which hid them): float % and //, complex log1p
 _FLOAT_DIVMOD = {"mod": "float_divmod(x, y)[1]", "floor_div": "float_divmod(x, y)[0]"}
-_COMPLEX = {"pow": "complex_pow(x, y)", "log1p": "complex_log1p(x)"}
+_COMPLEX = {"log1p": "complex_log1p(x)"}
 _ALLOWED_NAMES = {"math", "abs", "min", "max", "int", "float", "bool"}
 
 

@@ -125,7 +125,10 @@ class ShapeTable:
 
     def dim_str(self, var, depth: int = 0) -> str:
         if isinstance(var, Constant):
-            return str(var.data.item())
+            data = var.data
+            # (a dim's expression may hold an array constant: the scan's initial state)
+            return str(data.item()) if data.size == 1 else f"const{data.shape}"
+
         node = var.owner
         if node is None:
             return "?"

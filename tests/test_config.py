@@ -11,7 +11,7 @@ from verglas.config import Config
 from verglas.rewrite.trace import Tracer
 
 VARIABLES = {"cache_dir": "VERGLAS_CACHE_DIR", "cache_max_bytes": "VERGLAS_CACHE_MAX_BYTES",
-             "threads": "VERGLAS_THREADS",
+             "threads": "VERGLAS_THREADS", "compile_processes": "VERGLAS_COMPILE_PROCESSES",
              "workspace": "VERGLAS_WORKSPACE", "vector_width": "VERGLAS_VECTOR_WIDTH",
              "numpy_blas": "VERGLAS_NUMPY_BLAS", "trace_rewrites": "VERGLAS_TRACE_REWRITES",
              "strict_rewrites": "VERGLAS_STRICT_REWRITES", "log": "VERGLAS_LOG"}

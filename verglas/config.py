@@ -124,6 +124,10 @@ class Config:
     threads = _Switch(
         "VERGLAS_THREADS", _flag, True,
         "Row loops may run on numba's thread pool (when a concurrency-safe layer loads).")
+    compile_processes = _Switch(
+        "VERGLAS_COMPILE_PROCESSES", _flag, True,
+        "A stored program's row functions and kernels compile in a second (forked) process "
+        "while the program compiles (Linux, two CPUs or more).")
     workspace = _Switch(
         "VERGLAS_WORKSPACE", _flag, True,
         "Temporaries live in a per-thread workspace kept between calls (False: allocated at "

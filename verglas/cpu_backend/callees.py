@@ -21,7 +21,9 @@ import llvmlite.binding as llvm
 from numba.core import cgutils, types
 from numba.core.extending import intrinsic
 
-__all__ = ["call_unlinked", "declare_unlinked", "registered", "load"]
+from verglas.cpu_backend import aside
+
+__all__ = ["call_unlinked", "callee_signature", "declare_unlinked", "registered", "load"]
 
 _lock = threading.Lock()
 # module name -> [(function name, argument types)] in the order they were registered (a
@@ -63,10 +65,24 @@ def _register(dispatcher, arg_types) -> str:
     return name
 
 
+def callee_signature(typingctx, fn, argtypes):
+    """The signature a call of jitted function type `fn` on `argtypes` resolves to: compiled
+    here, or (a row function or kernel) compiled aside while the caller compiles (aside.py)."""
+    deferred = aside.defer(fn.dispatcher, argtypes)
+    if deferred is not None:
+        return deferred
+    return typingctx.resolve_function_type(fn, tuple(argtypes), {})
+
+
 def declare_unlinked(context, builder, dispatcher, sig):
     """The LLVM function of `dispatcher` compiled for `sig` (a resolved call signature), as a
-    declaration in the caller's module, its code registered for the JIT to resolve."""
-    name = _register(dispatcher, sig.args)
+    declaration in the caller's module, its code registered for the JIT to resolve (now, or
+    for a callee compiled aside, before the caller's module is loaded)."""
+    if aside.deferred(dispatcher, sig.args):
+        name = symbol(dispatcher, sig.args)
+        aside.declared(name, dispatcher, sig.args, _register)
+    else:
+        name = _register(dispatcher, sig.args)
     fnty = context.call_conv.get_function_type(sig.return_type, sig.args)
     return cgutils.get_or_insert_function(builder.module, fnty, name)
 
@@ -82,7 +98,7 @@ def call_unlinked(typingctx, fn, args):
     the caller's (see the module's docstring); errors it raises propagate."""
     if not isinstance(fn, types.Dispatcher) or not isinstance(args, types.BaseTuple):
         return None
-    callee = typingctx.resolve_function_type(fn, tuple(args.types), {})
+    callee = callee_signature(typingctx, fn, tuple(args.types))
     if callee is None:
         return None
 

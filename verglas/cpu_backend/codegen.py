@@ -90,9 +90,11 @@ class ProgramSource:
         self.functions: list[str] = []  # extra top-level functions (sub-programs)
         self._constants: dict = {}
         self.shared_ops: dict = {}  # Program.shared_kernels: ops compiled as one kernel function
-        # a function of many loops: LLVM no longer inlines the vectorized math kernels into
-        # it (measured: past ~20-40 loops, tanh called per element, 10 ns instead of 0.65):
-        # its elementwise loops that call them go to kernel functions of their own
+        # a function of many loops: its elementwise loops go to kernel functions of their own.
+        # LLVM no longer inlines the vectorized math kernels into it (measured: past ~20-40
+        # loops, tanh called per element, 10 ns instead of 0.65), and a kernel compiles in a
+        # second process while the program does (aside.py): numba's time grows with the
+        # program function's size (the transformer block's gradient, cold: 3.4 -> 2.9 s)
         self.large = False
         # (op, broadcasting, layout) -> (kernel function name, its scalar groups)
         self.shared_kernels: dict = {}

@@ -268,8 +268,7 @@ def _emit_elemwise(op, ctx) -> None:
         dims, modes = _check_specialized(op, ctx, arrays, modes)
         proven = True
     if proven and (op in ctx.src.shared_ops or (getattr(ctx.src, "large", False)
-                                                and node.outputs[0].ndim >= 1
-                                                and _calls_vector_math(op, node))) and all(
+                                                and node.outputs[0].ndim >= 1)) and all(
             i in {i for i, _ in arrays} for _, i in op.inplace_pattern):
         _emit_elemwise_shared(op, ctx, arrays, sources, modes)
         return
@@ -413,18 +412,6 @@ def _scalar_group_args(ctx, sources, group) -> list[str]:
     return [v, ctx.src.offset(0)]
 
 
-
-
-def _calls_vector_math(op, node) -> bool:
-    """Whether the loop of Elemwise `op` calls a vectorized math kernel (vmath.VMATH)."""
-    sop = op.scalar_op
-    nodes = sop.fgraph.toposort() if hasattr(sop, "fgraph") else [None]
-    dtypes = {v.type.dtype for v in (*node.inputs, *node.outputs)}
-    for inner in nodes:
-        name = (inner.op if inner is not None else sop).name
-        if any((name, d) in VMATH for d in dtypes):
-            return True
-    return False
 
 
 def _emit_elemwise_shared(op, ctx, arrays, sources, modes) -> None:

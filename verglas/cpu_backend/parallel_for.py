@@ -17,7 +17,7 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.core.extending import intrinsic
 
-from verglas.cpu_backend.callees import call_status, declare_unlinked
+from verglas.cpu_backend.callees import call_status, callee_signature, declare_unlinked
 
 __all__ = ["parallel_range", "call_on_pool", "launch", "SERIAL_WORK", "CHUNKS_PER_THREAD"]
 
@@ -48,7 +48,7 @@ def parallel_range(typingctx, body, n, work, args):
     raise MemoryError after the loop."""
     if not isinstance(body, types.Dispatcher) or not isinstance(args, types.BaseTuple):
         return None
-    body_sig = typingctx.resolve_function_type(body, (types.intp, types.intp, *args.types), {})
+    body_sig = callee_signature(typingctx, body, (types.intp, types.intp, *args.types))
     if body_sig is None:
         return None
     sig = types.void(body, n, work, args)

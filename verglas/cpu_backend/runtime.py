@@ -20,7 +20,7 @@ import numpy as np
 from verglas import cache
 from verglas.backend import Backend, Runner, gc_paused
 from verglas.config import config
-from verglas.cpu_backend import callees, kernels
+from verglas.cpu_backend import aside, callees, kernels
 from verglas.cpu_backend.blas import numpy_cblas_gemm
 from verglas.cpu_backend.codegen import generate
 from verglas.cpu_backend.dtypes import STORED_AS, from_storage, storage_dtype, to_storage
@@ -332,7 +332,10 @@ class CPURunner(Runner):
             self.jitted._cache.flush()
         if entries:
             callees.load(self.jitted.py_func.__globals__, entries)
-        self.jitted.compile(self.signature)
+            self.jitted.compile(self.signature)
+        else:  # (its row functions and kernels compile in a second process meanwhile)
+            with aside.session(self.jitted.py_func.__module__):
+                self.jitted.compile(self.signature)
         if record is not None and entries is None:
             cache.store_pickle(record, callees.registered(self.jitted.py_func.__module__))
 

@@ -788,3 +788,14 @@ def test_a_complex_power_of_zero_is_numpys(dtype):
     (got,) = run([x, y], [x ** y], [xs, ys])
     with np.errstate(all="ignore"):
         same(got, xs ** ys, rtol=1e-5 if dtype == "complex64" else 1e-13)
+
+
+def test_a_row_loop_calling_cmath_is_stored():
+    """Seed 22924: a row loop with a complex tangent (cmath.tan) took the cmath module as an
+    argument of its function, and storing the program's record of its callees failed: 'cannot
+    pickle module'."""
+    x = t("x", (None, None), F64)
+    xv = np.array([[1.0, -0.5], [2.0, 0.25]])
+    got = run([x], [vg.tan(x.astype("complex64")), x.var(axis=1)], [xv])
+    same(got[0], np.tan(xv.astype("complex64")), rtol=1e-6)
+    same(got[1], xv.var(axis=1), rtol=1e-12)

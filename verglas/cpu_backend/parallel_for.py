@@ -136,7 +136,7 @@ def _run_on_pool(context, builder, call, n_val, args_val, intp) -> None:
             builder, MemoryError, ("a loop over rows failed on a pool thread",))
 
 
-_MODULE_NAMES = frozenset(dir(builtins)) | {"np", "math", "numba", "RuntimeBroadcast"}
+_MODULE_NAMES = frozenset(dir(builtins)) | {"np", "math", "cmath", "numba", "RuntimeBroadcast"}
 
 
 def call_on_pool(src, em, setup: list[str], loop: list[str], rows: str, work: str) -> None:

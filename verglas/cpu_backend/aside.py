@@ -89,8 +89,11 @@ class _Session:
         from_parent, to_child = os.pipe()  # (read end, write end)
         from_child, to_parent = os.pipe()
         try:
-            with warnings.catch_warnings():  # (3.12+ warns of fork in a threaded process)
+            with warnings.catch_warnings():
+                # Python 3.12+ warns of fork in a threaded process, and JAX's fork hook that
+                # JAX may deadlock in the child: the child runs numba's compiler alone
                 warnings.simplefilter("ignore", DeprecationWarning)
+                warnings.filterwarnings("ignore", r"os\.fork\(\) was called", RuntimeWarning)
                 pid = os.fork()
         except OSError:
             for fd in (to_child, from_parent, from_child, to_parent):

@@ -53,7 +53,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("rewrite", ("verglas.rewrite",)),
     ("schedule", ("verglas.schedule",)),
     ("source", ("verglas.source", "verglas.scalar_code")),
-    ("protocol", ("verglas.backend", "verglas.cache")),
+    ("protocol", ("verglas.backend", "verglas.cache", "verglas.compile_helper")),
     ("backends", ("verglas.*_backend",)),
     ("function", ("verglas.function", "verglas.testing", "verglas.artifact")),
     ("api", ("verglas", "verglas.demo", "verglas.__main__", "verglas.dask")),

@@ -1,5 +1,5 @@
 """A stored program's row functions and kernels compile in a forked process while the program
-compiles (cpu_backend/aside.py); what the child does not do is done here, with the same
+compiles (cpu_backend/aside.py); what the helper does not do is done here, with the same
 results."""
 
 import os
@@ -10,9 +10,11 @@ import pytest
 import verglas as vg
 from tests.cpu_backend.test_callees import _program
 from tests.cpu_backend.utils import rng
-from verglas.cpu_backend import aside
+from verglas import compile_helper
+from verglas.compile_helper import CompileHelper
 
-pytestmark = pytest.mark.skipif(not aside._enabled(), reason="needs fork and two CPUs")
+pytestmark = pytest.mark.skipif(not compile_helper.available(),
+                                reason="needs fork and two CPUs")
 
 
 def _compiled(tmp_path, scale: float):
@@ -40,23 +42,23 @@ def _leaves(f) -> dict:
 
 
 def _sent(monkeypatch) -> list:
-    """The names of the functions sent to the child, as they are sent."""
-    sent, send = [], aside._Session.send
+    """The names of the functions sent to the helper, as they are sent."""
+    sent, send = [], CompileHelper.send
 
-    def recording(self, k):
-        ok = send(self, k)
+    def recording(self, k, payload):
+        ok = send(self, k, payload)
         if ok:
-            sent.append(self.entries[k][0].py_func.__name__)
+            sent.append(payload[0])
         return ok
-    monkeypatch.setattr(aside._Session, "send", recording)
+    monkeypatch.setattr(CompileHelper, "send", recording)
     return sent
 
 
-def test_the_child_compiles_the_leaves_and_this_process_loads_them(tmp_path, monkeypatch):
+def test_the_helper_compiles_the_leaves_and_this_process_loads_them(tmp_path, monkeypatch):
     sent = _sent(monkeypatch)
-    real_claim = aside._claim
-    monkeypatch.setattr(aside, "_claim", lambda claims, k, who: who == aside.CHILD and
-                        real_claim(claims, k, who))  # (this process takes none itself)
+    real_claim = compile_helper._claim
+    monkeypatch.setattr(compile_helper, "_claim", lambda claims, k, who: who ==
+                        compile_helper.HELPER and real_claim(claims, k, who))  # (none here)
     f = _compiled(tmp_path, 2.0)
     leaves = _leaves(f)
     assert {"rows0", "kern0"} <= set(leaves) and set(sent) == set(leaves)  # (not sub0)
@@ -65,23 +67,25 @@ def test_the_child_compiles_the_leaves_and_this_process_loads_them(tmp_path, mon
         assert sum(dispatcher.stats.cache_misses.values()) == 0, name
 
 
-def test_this_process_compiles_the_leaves_the_child_has_not_started(tmp_path, monkeypatch):
-    monkeypatch.setattr(aside, "_serve", lambda *args: os._exit(0) if _idle() else None)
+def test_this_process_compiles_the_leaves_the_helper_has_not_started(tmp_path, monkeypatch):
+    monkeypatch.setattr(compile_helper, "_serve",
+                        lambda *args: os._exit(0) if _idle() else None)
     f = _compiled(tmp_path, 3.0)
     for name, dispatcher in _leaves(f).items():
         assert sum(dispatcher.stats.cache_misses.values()) == 1, name
 
 
 def _idle() -> bool:
-    """A child that takes nothing: it waits for the end of input, then exits."""
+    """A helper that takes nothing: it waits for the end of input, then exits."""
     import time
     time.sleep(5)
     return True
 
 
-def test_leaves_of_a_failed_child_are_compiled_here(tmp_path, monkeypatch):
-    monkeypatch.setattr(aside, "_claim", lambda claims, k, who: who == aside.CHILD)
-    monkeypatch.setattr(aside, "_serve", lambda *args: os._exit(3))  # (dies at once)
+def test_leaves_of_a_failed_helper_are_compiled_here(tmp_path, monkeypatch):
+    monkeypatch.setattr(compile_helper, "_claim",
+                        lambda claims, k, who: who == compile_helper.HELPER)
+    monkeypatch.setattr(compile_helper, "_serve", lambda *args: os._exit(3))  # (dies at once)
     f = _compiled(tmp_path, 4.0)
     for name, dispatcher in _leaves(f).items():
         assert sum(dispatcher.stats.cache_misses.values()) == 1, name

@@ -48,3 +48,41 @@ def test_every_kernel_compiles_for_sm90(name, program):
         expected = sum(5 + 2 * p.ndim if isinstance(p, Arr) else 1 for p in spec.params)
         assert n_params == expected, (spec.name, n_params, expected)
         assert not src.fallbacks, src.fallbacks
+
+
+def test_kernels_compiled_ahead_by_a_helper_process_are_the_same(tmp_path, monkeypatch):
+    """cache.Ahead: a forked helper compiles a program's kernels in order while this process
+    compiles those it asks for first (the last ones here); every kernel's PTX is the one
+    compiled alone, each kernel is compiled once, and the helper did its share."""
+    from verglas import compile_helper
+    from verglas import config as vg_config
+    from verglas.cuda_backend import cache
+    from verglas.cuda_backend.codegen import Config, generate
+
+    _compiler()
+    if not compile_helper.available():
+        pytest.skip("needs fork and two CPUs")
+    name, program = max(programs(), key=lambda p: len(list(generate(p[1], Config()).all_kernels())))
+    specs = list({s.fingerprint: s for s in generate(program, Config()).all_kernels()}.values())
+    assert len(specs) >= 3, name
+    compiled = []
+    compile_spec = cache.compile_spec
+    monkeypatch.setattr(cache, "compile_spec",
+                        lambda spec, cc: compiled.append(spec.fingerprint) or
+                        compile_spec(spec, cc))
+    monkeypatch.setattr(vg_config, "cache_dir", tmp_path)
+    ahead = cache.Ahead(specs, (9, 0))
+    try:
+        assert ahead.helper is not None
+        got = {s.fingerprint: ahead.ptx(s) for s in reversed(specs)}
+        reports = dict(ahead.helper.reports)
+    finally:
+        ahead.close()
+    helped = {ahead.todo[k].fingerprint for k, ok in reports.items() if ok}
+    here = set(compiled)  # (this process's compiles: the helper's are in its own memory)
+    assert helped and not helped & here and helped | here == set(got)
+    for spec in specs:
+        alone = compile_spec(spec, (9, 0))
+        # (numba numbers its functions and shared arrays per process: names with digits)
+        strip = (lambda t: re.sub(r"[A-Za-z_$][\w$]*\d[\w$]*", "N", re.sub(r"//.*", "", t)))
+        assert strip(got[spec.fingerprint]) == strip(alone), spec.name

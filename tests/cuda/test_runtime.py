@@ -141,7 +141,21 @@ def _runner(monkeypatch, max_graphs, max_bytes):
     r._graphs, r._seen, r._graphs_lock = {}, {}, threading.Lock()
     r.MAX_GRAPHS, r.MAX_GRAPH_BYTES = max_graphs, max_bytes
     r._graph_bytes = 1 << 20
+    r._ahead_started = True  # (no kernels to compile ahead)
     return r
+
+
+def test_the_first_call_asks_the_launcher_to_compile_every_kernel_ahead(monkeypatch):
+    """The first call hands every kernel of the program to the launcher's compile_ahead
+    (a helper process compiles them while the call compiles what it launches); later calls
+    do not."""
+    r = _runner(monkeypatch, max_graphs=2, max_bytes=1 << 20)
+    asked = []
+    r._ahead_started = False
+    r.generated = type("G", (), {"all_kernels": lambda self: iter(["k0", "k1"])})()
+    r.launcher.compile_ahead = lambda specs: asked.append(list(specs))
+    r([np.zeros(3)]), r([np.zeros(3)]), r([np.zeros(4)])
+    assert asked == [["k0", "k1"]]
 
 
 def test_graphs_are_kept_least_recently_used_first_within_a_count_and_bytes(monkeypatch):

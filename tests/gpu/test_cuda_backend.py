@@ -59,3 +59,34 @@ def test_graph_replay_reports_index_errors():
         f(np.ones((5, 2)), np.array([0, 5, 1]))
 
 
+
+
+def test_a_first_call_with_a_cold_cache_compiles_kernels_in_a_helper(tmp_path, monkeypatch):
+    """The first call starts a helper process compiling every kernel ahead (cache.Ahead; a
+    CUDA context is open in this process, the helper only runs NVVM); the results are right
+    and later calls, captured as a graph, load the rest."""
+    from verglas import compile_helper
+    from verglas.cuda_backend import cache
+
+    if not compile_helper.available():
+        pytest.skip("needs fork and two CPUs")
+    made = []
+    init = cache.Ahead.__init__
+    monkeypatch.setattr(cache.Ahead, "__init__",
+                        lambda self, specs, cc: made.append(self) or init(self, specs, cc))
+    vg.config.cache_dir = tmp_path
+    try:
+        x, y = symbolic_inputs([np.zeros((64, 32), "float32"), np.zeros((32,), "float32")])
+        outs = [vg.softmax(x * y, axis=1), vg.logsumexp(x, axis=0), vg.tanh(x) @ vg.exp(x.T)]
+        f = vg.compile([x, y], outs, device="cuda")
+        ref = vg.compile([x, y], outs, mode="reference")
+        rng = np.random.default_rng(1)
+        for _ in range(3):
+            a = rng.standard_normal((64, 32)).astype("float32")
+            b = rng.standard_normal(32).astype("float32")
+            for g, e in zip(f(a, b), ref(a, b)):
+                np.testing.assert_allclose(vg.asnumpy(g), e, rtol=1e-4, atol=1e-4)
+    finally:
+        del vg.config.cache_dir
+    (ahead,) = made
+    assert ahead.helper is not None and any(ahead.helper.reports.values())

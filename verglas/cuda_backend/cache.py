@@ -13,15 +13,17 @@ import cmath
 import hashlib
 import math
 import re
+import threading
 from importlib import metadata
 from pathlib import Path
 
 import numpy as np
 
 from verglas.cache import entry_dir, read_verified, record, usable, write_verified
+from verglas.compile_helper import CompileHelper, available
 from verglas.cuda_backend.compat import numba_cuda
 
-__all__ = ["ptx_key", "ptx_path", "load_ptx", "store_ptx", "entry_name", "compile_ptx"]
+__all__ = ["ptx_key", "ptx_path", "load_ptx", "store_ptx", "entry_name", "compile_ptx", "Ahead"]
 
 FORMAT_VERSION = "1"
 
@@ -87,3 +89,71 @@ def compile_spec(spec, cc) -> str:
     exec(compile(spec.source, f"<verglas kernel {spec.name}>", "exec"), namespace)
     ptx, _ = cuda.compile_ptx(namespace[spec.name], spec.signature(), cc=tuple(cc))
     return ptx
+
+
+class Ahead:
+    """The PTX of a program's kernels, compiled by a helper process (compile_helper.py) and
+    this one: numba-cuda compiles one kernel at a time (~0.1 s each), and a first call waits
+    for each kernel it launches. The first kernel asked for is compiled here, which sets up
+    numba-cuda (~0.3 s, once per process); the helper, forked then, inherits that and takes
+    the other kernels in program order, storing each in the PTX cache. `ptx(spec)` compiles
+    here a kernel the helper has not started, or, while the helper compiles it, the last
+    kernels nobody has taken, then loads it."""
+
+    def __init__(self, specs, cc):
+        self.cc = cc
+        self.todo: list = []  # the kernels for the helper, in its order
+        self.items: dict[str, int] = {}  # fingerprint -> item, until its PTX is asked for
+        self.helper = None
+        self._lock = threading.Lock()
+        if not available() or usable() is None:  # (the helper hands PTX on through the cache)
+            return
+        todo = list({s.fingerprint: s for s in specs if load_ptx(s, cc) is None}.values())
+        # an elementwise step's strided kernel (kind "map") runs only where an operand is not
+        # contiguous, which a first call's inputs seldom are: those go last
+        todo.sort(key=lambda spec: spec.name.endswith("_map"))
+        if len(todo) >= 3:
+            self.todo = todo
+            self.helper = CompileHelper(lambda k: compile_ptx(todo[k], cc))
+
+    def ptx(self, spec) -> str:
+        """The PTX of `spec` (compile_ptx), the helper's if it has started it."""
+        with self._lock:
+            if self.helper is not None and self.helper.child is None and not self.items:
+                ptx = compile_ptx(spec, self.cc)  # (numba-cuda set up before the fork)
+                self._start(spec)
+                return ptx
+            k = self.items.pop(spec.fingerprint, None)
+            if k is not None and not self.helper.take(k):
+                while not self.helper.reported(k) and self._compile_last():
+                    pass
+                self.helper.wait([k])
+            if not self.items and self.helper is not None:
+                self.helper.close()  # (every kernel asked for: it has nothing left to do)
+        return compile_ptx(spec, self.cc)
+
+    def _start(self, first) -> None:
+        """Fork the helper and hand it every kernel but `first`."""
+        for k, spec in enumerate(self.todo):
+            if spec.fingerprint == first.fingerprint:
+                continue
+            if not self.helper.send(k, k):
+                break
+            self.items[spec.fingerprint] = k
+        if not self.items:
+            self.helper.close()
+
+    def _compile_last(self) -> bool:
+        """Compile here the last kernel nobody has taken, strided ones aside (they may never
+        run); False when there is none."""
+        for j in range(len(self.todo) - 1, -1, -1):
+            spec = self.todo[j]
+            if spec.fingerprint in self.items and not spec.name.endswith("_map") \
+                    and self.helper.take(j):
+                compile_ptx(spec, self.cc)  # (stored: its own ptx() loads it)
+                return True
+        return False
+
+    def close(self) -> None:
+        if self.helper is not None:
+            self.helper.close()

@@ -119,6 +119,10 @@ class Launcher:
     def __init__(self):
         self._local = threading.local()
 
+    def compile_ahead(self, specs) -> None:
+        """Start compiling `specs` (a program's kernels) before their first launches, where
+        kernels are compiled at all (not under the simulator)."""
+
     # -- index-error flags: zeroed device words kernels set; checked once per call ------------
     def begin_call(self) -> None:
         self._local.pending = []
@@ -289,6 +293,15 @@ class CupyLauncher(Launcher):
             handle = self._kernels[spec.fingerprint] = CupyKernel(spec, self.cc, self.driver)
         return handle
 
+    def compile_ahead(self, specs) -> None:
+        """A helper process compiles the kernels of `specs` not loaded yet while the first
+        call compiles and launches the ones it needs first (cache.Ahead)."""
+        waiting = [s for s in specs if self.kernel(s).function is None]
+        ahead = cache.Ahead(waiting, self.cc)
+        if ahead.helper is not None:
+            for spec in waiting:
+                self.kernel(spec).ahead = ahead
+
     def upload(self, value):
         """A device copy of host `value`, bit for bit. (cupy.array of a 0-d array fills the
         result with its value, and fills a zero with a memset: -0.0 arrived as 0.0, seen on a
@@ -341,6 +354,7 @@ class CupyKernel:
         self.cc = cc
         self.driver = driver
         self.function = None
+        self.ahead = None  # the cache.Ahead compiling this kernel in a helper process
         self.is_array = [isinstance(p, Arr) for p in spec.params]
         self.scalar_types = [None if isinstance(p, Arr) else np.dtype(p.dtype).type
                              for p in spec.params]
@@ -351,7 +365,9 @@ class CupyKernel:
 
         with self._lock:
             if self.function is None:
-                ptx = cache.compile_ptx(self.spec, self.cc)
+                ahead, self.ahead = self.ahead, None
+                ptx = (ahead.ptx(self.spec) if ahead is not None else
+                       cache.compile_ptx(self.spec, self.cc))
                 module = cupy.cuda.function.Module()
                 try:  # cuModuleLoadData takes NUL-terminated PTX
                     module.load(ptx.encode() + b"\0")
@@ -378,6 +394,8 @@ class CupyKernel:
 # -- the runner ----------------------------------------------------------------------------------
 class CUDARunner(Runner):
     """Calls the generated host function; replays CUDA graphs for repeated shape signatures."""
+
+    _ahead_started = False  # the first call asked the launcher to compile the kernels ahead
 
     MAX_GRAPHS = 8
     # the device memory the graphs of one Function may hold (their buffers stay allocated)
@@ -452,6 +470,9 @@ class CUDARunner(Runner):
 
     def __call__(self, args: list) -> list:
         L = self.launcher
+        if not self._ahead_started:  # (the first call: its kernels compile two at a time)
+            self._ahead_started = True
+            L.compile_ahead(self.generated.all_kernels())
         inputs = [L.from_input(a) for a in args]
         if self.use_graphs:
             key = tuple((a.shape, a.dtype.str) for a in inputs)

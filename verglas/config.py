@@ -126,8 +126,8 @@ class Config:
         "Row loops may run on numba's thread pool (when a concurrency-safe layer loads).")
     compile_processes = _Switch(
         "VERGLAS_COMPILE_PROCESSES", _flag, True,
-        "A stored program's row functions and kernels compile in a second (forked) process "
-        "while the program compiles (Linux, two CPUs or more).")
+        "A forked helper process compiles beside this one (Linux, two CPUs or more): a stored "
+        "CPU program's row functions and kernels, a CUDA program's kernels at its first call.")
     workspace = _Switch(
         "VERGLAS_WORKSPACE", _flag, True,
         "Temporaries live in a per-thread workspace kept between calls (False: allocated at "

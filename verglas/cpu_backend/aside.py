@@ -120,9 +120,6 @@ def declared(name: str, dispatcher, argtypes, register) -> None:
                                        register))
 
 
-_LEAVES: dict = {}
-
-
 def _leaf_of(dispatcher, module: str) -> bool:
     """`dispatcher` is a stored (cached) function of `module` that returns nothing and names
     none of the module's own functions (a row function or kernel, not a sub-program)."""
@@ -131,10 +128,10 @@ def _leaf_of(dispatcher, module: str) -> bool:
     fn = dispatcher.py_func
     if fn.__module__ != module:
         return False
-    code = fn.__code__
-    leaf = _LEAVES.get(code)
+    leaf = getattr(dispatcher, "_verglas_leaf", None)  # (found once, kept with it)
     if leaf is None:
-        leaf = _LEAVES[code] = _returns_nothing(code) and not any(
+        code = fn.__code__
+        leaf = dispatcher._verglas_leaf = _returns_nothing(code) and not any(
             isinstance(value, CPUDispatcher) and value.py_func.__module__ == module
             for value in (fn.__globals__.get(name) for name in code.co_names))
     return leaf

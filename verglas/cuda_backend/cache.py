@@ -109,9 +109,7 @@ class Ahead:
         if not available() or usable() is None:  # (the helper hands PTX on through the cache)
             return
         todo = list({s.fingerprint: s for s in specs if load_ptx(s, cc) is None}.values())
-        # an elementwise step's strided kernel (kind "map") runs only where an operand is not
-        # contiguous, which a first call's inputs seldom are: those go last
-        todo.sort(key=lambda spec: spec.name.endswith("_map"))
+        todo.sort(key=_strided)  # (last)
         if len(todo) >= 3:
             self.todo = todo
             self.helper = CompileHelper(lambda k: compile_ptx(todo[k], cc))
@@ -148,8 +146,7 @@ class Ahead:
         run); False when there is none."""
         for j in range(len(self.todo) - 1, -1, -1):
             spec = self.todo[j]
-            if spec.fingerprint in self.items and not spec.name.endswith("_map") \
-                    and self.helper.take(j):
+            if spec.fingerprint in self.items and not _strided(spec) and self.helper.take(j):
                 compile_ptx(spec, self.cc)  # (stored: its own ptx() loads it)
                 return True
         return False
@@ -157,3 +154,9 @@ class Ahead:
     def close(self) -> None:
         if self.helper is not None:
             self.helper.close()
+
+
+def _strided(spec) -> bool:
+    """An elementwise step's strided kernel (kind "map", by_content's name): it runs only
+    where an operand is not contiguous, which a first call's inputs seldom are."""
+    return spec.name.endswith("_map")

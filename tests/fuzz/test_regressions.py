@@ -560,6 +560,22 @@ def test_an_inner_graph_of_constants_lowers():
         same(run([x0, x2], [v >= x2], values, mode=mode)[0], np.array([True, True, False]))
 
 
+def test_an_inner_graph_broadcasts_at_run_time_in_the_general_program():
+    """An OpFromGraph whose body broadcasts a length-1 input at run time (seed 24239): the
+    general program called the body's specialized function, which raised RuntimeBroadcast
+    again, with no general program left to run (TypeError). A general program's inner graphs
+    are general too."""
+    i0, i1 = t("i0", (None,), F64), t("i1", (None, None), F32)
+    body = vg.softmax(vg.where(i1, 3.4e38, i0), axis=1)
+    x, y = t("x", (None,), F64), t("y", (None, None), F32)
+    f = vg.compile([x, y], [vg.OpFromGraph([i0, i1], [body])(x, y)])
+    ys = np.array([[0, 1.5], [-1, 0], [0, 0]], dtype=F32)
+    for xs in (np.array([2.5]), np.array([2.5, -1.0])):  # broadcast, then not
+        w = np.where(ys, 3.4e38, xs)
+        e = np.exp(w - w.max(axis=1, keepdims=True))
+        same(f(xs, ys)[0], e / e.sum(axis=1, keepdims=True))
+
+
 def test_complex_clip_gives_the_bound_on_a_tie():
     """clip of complex numbers (seed 6052): numpy's complex clip gives the bound where x equals
     it (-0+0j clipped below at 0 is 0j), unlike its real clip and its complex maximum and

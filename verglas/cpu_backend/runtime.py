@@ -359,7 +359,9 @@ class CPURunner(Runner):
                 ws = pool.pop() if pool else NO_WORKSPACE
                 *result, ws, need = self.jitted(*self.arguments(args), *self.arg_constants, ws)
                 keep_workspace(pool, ws, need)
-        except RuntimeBroadcast:
+        except RuntimeBroadcast as exc:
+            if self.general is None:  # (a general program checks no broadcasting)
+                raise RuntimeError(f"verglas bug: the general program raised {exc!r}") from exc
             return self.general_runner()(args)
         if self.converts:
             result = [from_storage(r, d) for r, d in zip(result, self.outputs)]

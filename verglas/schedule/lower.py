@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from verglas.graph.basic import Constant
 from verglas.ops.basic import DimShuffle
 from verglas.ops.elemwise import Elemwise, SumToShape
@@ -95,11 +97,32 @@ def lower(graph, input_names=(), _cache=None, loop_body: bool = False) -> Progra
     owned = () if loop_body else tuple(b.id for b in buffers if b.is_output)  # (given too)
     adopted = adopted_steps(steps, buffers, owned, plan["live"], plan["slots"],
                             in_runs) | plan.pop("shares")
+    general_plan = tuple((k, v) for k, v in general.items() if v != plan[k])
+    if any(step.sub_program is not None for step in steps):
+        general_plan += (("steps", _general_steps(steps)),)
     return Program(graph, tuple(buffers), tuple(steps), inputs, outputs, shapes,
                    input_names=tuple(input_names), variant="specialized",
-                   broadcast_checks=checks, adopted=adopted,
-                   general_plan=tuple((k, v) for k, v in general.items() if v != plan[k]),
+                   broadcast_checks=checks, adopted=adopted, general_plan=general_plan,
                    **plan)
+
+
+def _general_steps(steps) -> tuple:
+    """`steps` with their sub-programs' general variants (one per distinct sub-program, so
+    that uses of one op still share its function): a general program's inner graphs broadcast
+    at run time too (seed 24239: an OpFromGraph's specialized body raised RuntimeBroadcast in
+    the general program, which had no other to turn to)."""
+    general: dict = {}
+    out = []
+    for step in steps:
+        sub = step.sub_program
+        if sub is None:
+            out.append(step)
+            continue
+        if id(sub) not in general:
+            general[id(sub)] = sub.general()
+        sub = general[id(sub)]
+        out.append(replace(step, sub_program=sub, loop=plan_loop(step.node.op, sub)))
+    return tuple(out)
 
 
 def _own_sizes(steps, size_of):

@@ -32,6 +32,9 @@ __all__ = ["CONFIGS", "Config", "Outcome", "Expected", "expect", "check", "CLEAR
 
 CLEAR_ERRORS = (TypeError, ValueError, IndexError, OverflowError, ZeroDivisionError)
 PERTURBED_RUNS = 4
+# choice runs: one fill of unspecified values everywhere, then fills in turn by place
+# (oracle.NumpyXP._random_fill)
+CHOICE_RUNS = 8
 BASE_ULPS = 4
 
 
@@ -107,8 +110,8 @@ def expect(program: Program, rewrites: bool = True) -> Expected:
             return Expected(type(exc), [], [], [])
         outputs = [np.asarray(values[k]) for k in program.outputs]
         runs, choices, run_errors = [], [], []
-        for moves, results in ((True, runs), (False, choices)):
-            for r in range(PERTURBED_RUNS):
+        for moves, results, n in ((True, runs, PERTURBED_RUNS), (False, choices, CHOICE_RUNS)):
+            for r in range(n):
                 rng = np.random.default_rng([program.seed, r])
                 try:
                     values = evaluate(program.nodes, NumpyXP(rng, r, rewrites, moves), inputs)

@@ -201,29 +201,37 @@ class NumpyXP:
         return self._ulps(self._move(out, np.broadcast_to(amount, out.shape)), 1)
 
     def _random_fill(self, out, where):
-        """Other values where `where` (values numpy leaves unspecified): each run puts another
-        of 0, 1, the largest and the smallest value there (then random ones), so what depends
-        on them differs between runs (a random integer alone is almost never 0); an unsigned
-        dtype's smallest is 0 again: a random one instead (seed 18478: an argmax over
-        [fill + 7, ..., 11] was 5 in every run of 0, 1 and the largest, which wraps, while
-        verglas's saturated cast gave 64519 there)."""
+        """Other values where `where` (values numpy leaves unspecified): runs 0-3 put one of
+        0, 1, the largest and the smallest value everywhere, runs 4-7 the same four in turn
+        by place (neighbours differ), later runs random ones; so what depends on them differs
+        between runs (a random integer alone is almost never 0).
+        - An unsigned dtype's smallest is 0 again: a random one instead (seed 18478: an argmax
+          over [fill + 7, ..., 11] was 5 in every run of 0, 1 and the largest, which wraps,
+          while verglas's saturated cast gave 64519 there).
+        - Runs in turn (seed 25538): with one value everywhere, a row of unspecified values
+          was the same in every run, and a log_softmax over it always -log(n), while
+          verglas's saturated casts of NaN, -inf and 1e30 differ."""
         if self.rng is None or not np.any(where):
             return out
         out = np.array(out)
         dt = out.dtype
+        if self.run < 4:
+            turn = np.full(out.shape, self.run)
+        else:
+            turn = (self.run + np.arange(out.size).reshape(out.shape)) % 4
         if dt.kind in "iu":
             info = np.iinfo(dt)
-            fills = (0, 1, info.max, info.min)
-            if self.run < len(fills) and not (fills[self.run] == 0 and self.run):
-                fill = np.full(out.shape, fills[self.run], dt)
-            else:
-                fill = self.rng.integers(info.min, info.max, size=out.shape, endpoint=True,
-                                         dtype=dt)
+            random = self.rng.integers(info.min, info.max, size=out.shape, endpoint=True,
+                                       dtype=dt)
+            fills = [np.full(out.shape, v, dt) for v in (0, 1, info.max, info.min)]
+            if info.min == 0:
+                fills[3] = random
+            fill = np.choose(turn, fills) if self.run < 8 else random
         elif dt.kind == "b":
-            fill = np.full(out.shape, self.run % 2 == 1)
+            fill = turn % 2 == 1
         else:
-            fills = (0.0, np.nan, np.inf, -1.0)
-            fill = np.full(out.shape, fills[self.run % len(fills)], dt)
+            fill = np.choose(turn, [np.full(out.shape, v, dt)
+                                    for v in (0.0, np.nan, np.inf, -1.0)])
         out[where] = fill[where]
         return out
 

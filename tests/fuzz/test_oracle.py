@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tests.fuzz.check import CONFIGS, check, compare, expect
+from tests.fuzz.check import CHOICE_RUNS, CONFIGS, PERTURBED_RUNS, check, compare, expect
 from tests.fuzz.generate import generate
 from tests.fuzz.oracle import NumpyXP, _order_dependent_product
 
@@ -80,7 +80,8 @@ def test_expect_gives_choice_runs():
     from tests.fuzz.generate import generate
 
     e = expect(generate(3))
-    assert e.error is not None or len(e.choices) == len(e.runs) > 0
+    assert e.error is not None or (len(e.choices) == CHOICE_RUNS
+                                   and len(e.runs) == PERTURBED_RUNS)
 
 
 def test_complex_powers_that_overflow_on_the_way_are_not_judged():
@@ -116,4 +117,24 @@ def test_an_error_that_an_unspecified_value_decides_is_not_judged():
     expected = expect(generate(20846))
     assert expected.error is None and ValueError in expected.run_errors
     outcome = check(generate(20846), CONFIGS["fast_run"])
+    assert outcome.ok, outcome.detail
+
+
+def test_a_row_of_unspecified_values_is_not_judged_as_if_they_were_equal():
+    """Seed 25538: a log_softmax over rows of int64 casts of NaN, -inf and 1e30. numpy gives
+    INT64_MIN for all three (-log 3 each); verglas's saturated casts (0, INT64_MIN, INT64_MAX)
+    differ, and so do its results. Fills of one value everywhere kept such a row's elements
+    equal in every choice run; fills in turn by place show the result is undetermined."""
+    a = np.array([[np.nan, -np.inf, 1e30], [1.0, 2.0, 3.0]])
+
+    def program(xp):
+        return xp.nn(xp.cast(a, "int64"), "log_softmax", axis=1)
+
+    want = program(NumpyXP())
+    got = want.copy()
+    got[0] = [-0.693, -9.2e18, -0.693]
+    assert compare(got, want, [], _choices(program, runs=CHOICE_RUNS)) is None
+    got[1] = 0.0  # a row of values numpy determines is judged
+    assert compare(got, want, [], _choices(program, runs=CHOICE_RUNS)) is not None
+    outcome = check(generate(25538), CONFIGS["fast_run"])
     assert outcome.ok, outcome.detail

@@ -73,6 +73,21 @@ def layout(tmp_path_factory):
     return root
 
 
+def test_a_cold_compile_schedules_its_program_once(fresh, monkeypatch):
+    """The first compile of a program rewrites and schedules it once: the Function took the
+    Program the compile had just made (it lowered the graph a second time, ~0.1 s of a large
+    gradient's cold compile)."""
+    import verglas.function as function
+
+    calls = []
+    lower = function.schedule.lower
+    monkeypatch.setattr(function.schedule, "lower",
+                        lambda *a, **k: calls.append(1) or lower(*a, **k))
+    f = vg.compile(*_program(5.0))
+    _check(f, 5.0)
+    assert f.program is not None and len(calls) == 1
+
+
 # -- trust ---------------------------------------------------------------------------------------
 def test_a_new_directory_is_created_private(fresh):
     root = fresh / "deeper" / "still"

@@ -222,7 +222,9 @@ class Function:
         if not self._backend.lowers:
             return None
         if self._program is None:
-            self._program = _lower(self.graph, self.input_names, self._backend)
+            graph = self.graph  # (loading the graph attaches its stored or computed Program)
+            if self._program is None:
+                self._program = _lower(graph, self.input_names, self._backend)
         return self._program
 
     def _code(self):

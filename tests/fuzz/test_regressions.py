@@ -512,6 +512,19 @@ def test_complex_exp_is_c99s_cexp():
         same(got, want, rtol=1e-15 if dtype == "complex128" else 1e-6)
 
 
+def test_a_product_converts_a_transposed_operand_to_a_contiguous_one():
+    """x.T @ w with x a 3-d int8 array (F-ordered as transposed) and w float16 or float32
+    (seed 26378): the operand converted to w's dtype with numba's astype kept its F layout,
+    which the row-flattened gemm refused (TypingError at compile)."""
+    x = t("x", (None, None, None), "int8")
+    rng = np.random.default_rng(26378)
+    xs = rng.integers(-128, 128, size=(3, 2, 4), dtype="int8")
+    for dtype in (F16, F32):
+        w = t("w", (None, None), dtype)
+        ws = rng.normal(size=(3, 5)).astype(dtype)
+        same(run([x, w], [x.T @ w], [xs, ws])[0], xs.T @ ws, rtol=1e-3 if dtype == F16 else 1e-6)
+
+
 # -- loops ----------------------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", ["complex64", "complex128"])
 def test_complex_expm1_is_numpys(dtype):

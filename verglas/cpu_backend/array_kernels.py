@@ -586,7 +586,9 @@ def _emit_matmul(op, ctx) -> None:
         for i, (var, name) in enumerate(((va, a), (vb, b))):
             if var.dtype != out_dtype:
                 conv = ctx.fresh("cv")
-                ctx.line(f"{conv} = {name}.astype({np_dtype(out_dtype)})")
+                # (C first: numba's astype keeps an F array's layout, seed 26378)
+                source = name if layouts[i] == "C" else ctx.contiguous(name)
+                ctx.line(f"{conv} = {source}.astype({np_dtype(out_dtype)})")
                 layouts[i] = "C"
                 if i == 0:
                     a = conv

@@ -138,3 +138,23 @@ def test_a_row_of_unspecified_values_is_not_judged_as_if_they_were_equal():
     assert compare(got, want, [], _choices(program, runs=CHOICE_RUNS)) is not None
     outcome = check(generate(25538), CONFIGS["fast_run"])
     assert outcome.ok, outcome.detail
+
+
+def test_an_integral_product_with_a_zero_and_an_overflow_is_not_judged():
+    """Seed 27055: a float16 product of integers with a zero among factors whose product
+    overflows: in numpy's order the zero comes first (0), in a tree order on CUDA inf meets it
+    (NaN). Integral factors made the product exact in any order, which holds only without
+    such a zero."""
+    a = np.array([[1.0, -6.0, 1.0, -6.0, -5.0], [0.0, -6.0, 0.0, 3.0, 7.0],
+                  [6.0, 8.0, 8.0, -1.0, -6.0], [-7.0, 4.0, -2.0, -7.0, -4.0]], np.float16)
+
+    def program(xp):
+        return xp.reduce(a, "prod", axis=None, keepdims=True)
+
+    want = program(NumpyXP())
+    assert compare(np.full((1, 1), np.nan, np.float16), want, [],
+                   _choices(program, runs=CHOICE_RUNS)) is None
+    b = a[:1]  # no zero, in range: exact in any order, judged
+    want = NumpyXP().reduce(b, "prod", axis=None, keepdims=True)
+    runs = _choices(lambda xp: xp.reduce(b, "prod", axis=None, keepdims=True), runs=CHOICE_RUNS)
+    assert compare(np.full((1, 1), np.nan, np.float16), want, [], runs) is not None

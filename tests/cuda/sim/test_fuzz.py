@@ -135,3 +135,22 @@ def test_complex_power_log_and_log1p():
         same(got[1], np.log1p(ws))
         same(got[2], np.log(ws))
         same(got[3], ws ** 3)
+
+
+def test_a_reduction_without_identity_over_an_empty_axis_raises_with_an_empty_result():
+    """max (and argmax) over an axis of length 0 raise in numpy whatever the result's size: the
+    kernels raised only when the result had elements (seed 27149: (0, 1, 0) max over (1, 0),
+    result (1, 1, 0)); the row kernel too, with no rows."""
+    x = t("x", (None, None, None), "float16")
+    f = vg.compile([x], [vg.abs(x / 0.5).max(axis=(1, 0), keepdims=True),
+                         vg.max(x, axis=2)], device="cuda")
+    for shape in ((0, 1, 0), (2, 0, 0), (0, 0, 3)):
+        with pytest.raises(ValueError, match="no identity"):
+            f(np.zeros(shape, dtype="float16"))
+    got = f(np.ones((2, 1, 3), dtype="float16"))
+    same(vg.asnumpy(got[0]), np.full((1, 1, 3), 2.0, dtype="float16"))
+    rows = vg.compile([x], [vg.exp(x - vg.max(x, axis=2, keepdims=True))], device="cuda")
+    assert any("row" in line for line in str(rows.program).split("\n"))  # (a row kernel)
+    with pytest.raises(ValueError, match="no identity"):
+        rows(np.zeros((0, 2, 0), dtype="float16"))
+    same(vg.asnumpy(rows(np.zeros((0, 2, 3), dtype="float16"))[0]), np.zeros((0, 2, 3), "float16"))

@@ -96,9 +96,9 @@ class Ahead:
     this one: numba-cuda compiles one kernel at a time (~0.1 s each), and a first call waits
     for each kernel it launches. The first kernel asked for is compiled here, which sets up
     numba-cuda (~0.3 s, once per process); the helper, forked then, inherits that and takes
-    the other kernels in program order, storing each in the PTX cache. `ptx(spec)` compiles
-    here a kernel the helper has not started, or, while the helper compiles it, the last
-    kernels nobody has taken, then loads it."""
+    the other kernels from the program's end, storing each in the PTX cache. `ptx(spec)`
+    compiles here a kernel the helper has not started, or, while the helper compiles it, the
+    next kernels nobody has taken (from the program's start), then loads it."""
 
     def __init__(self, specs, cc):
         self.cc = cc
@@ -109,7 +109,9 @@ class Ahead:
         if not available() or usable() is None:  # (the helper hands PTX on through the cache)
             return
         todo = list({s.fingerprint: s for s in specs if load_ptx(s, cc) is None}.values())
-        todo.sort(key=_strided)  # (last)
+        # the helper's order: from the program's end, strided kernels last; this process asks
+        # for kernels from its start as the first call launches them (they meet in between)
+        todo = [todo[j] for j in sorted(range(len(todo)), key=lambda j: (_strided(todo[j]), -j))]
         if len(todo) >= 3:
             self.todo = todo
             self.helper = CompileHelper(lambda k: compile_ptx(todo[k], cc))
@@ -123,7 +125,7 @@ class Ahead:
                 return ptx
             k = self.items.pop(spec.fingerprint, None)
             if k is not None and not self.helper.take(k):
-                while not self.helper.reported(k) and self._compile_last():
+                while not self.helper.reported(k) and self._compile_next():
                     pass
                 self.helper.wait([k])
             if not self.items and self.helper is not None:
@@ -141,9 +143,10 @@ class Ahead:
         if not self.items:
             self.helper.close()
 
-    def _compile_last(self) -> bool:
-        """Compile here the last kernel nobody has taken, strided ones aside (they may never
-        run); False when there is none."""
+    def _compile_next(self) -> bool:
+        """Compile here the first kernel in program order nobody has taken (the helper's
+        order is the reverse), strided ones aside (they may never run); False when there is
+        none."""
         for j in range(len(self.todo) - 1, -1, -1):
             spec = self.todo[j]
             if spec.fingerprint in self.items and not _strided(spec) and self.helper.take(j):

@@ -158,3 +158,11 @@ def test_an_integral_product_with_a_zero_and_an_overflow_is_not_judged():
     want = NumpyXP().reduce(b, "prod", axis=None, keepdims=True)
     runs = _choices(lambda xp: xp.reduce(b, "prod", axis=None, keepdims=True), runs=CHOICE_RUNS)
     assert compare(np.full((1, 1), np.nan, np.float16), want, [], runs) is not None
+
+
+def test_a_static_index_error_of_an_update_is_accepted_where_numpy_checks_the_value_first():
+    """Seed 28282: set_subtensor(x0[i, ::-2, j], v) with i out of bounds of x0's static
+    length and v of the wrong shape. numpy's setitem raises ValueError for v; verglas builds
+    x0[i, ::-2, j] on its own first, and its static bounds check raises IndexError."""
+    outcome = check(generate(28282), CONFIGS["fast_run"])
+    assert outcome.ok, outcome.detail

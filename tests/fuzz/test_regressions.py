@@ -525,6 +525,39 @@ def test_a_product_converts_a_transposed_operand_to_a_contiguous_one():
         same(run([x, w], [x.T @ w], [xs, ws])[0], xs.T @ ws, rtol=1e-3 if dtype == F16 else 1e-6)
 
 
+def test_set_subtensor_checks_the_value_before_the_index_bounds():
+    """numpy's setitem checks that the value broadcasts to the indexed shape before the index
+    arrays' bounds (ValueError, not IndexError, where both are wrong; seed 28282); its
+    `x[i] += v` reads x[i] first (IndexError). The same in the reference executor and the
+    CPU programs (general loops, and the rows of a 2-d array picked by one index array)."""
+    i = t("i", (None,), "int64")
+    far, near = np.array([3, 2, 2]), np.array([0, 0, 0])
+    x3, v3 = t("x3", (None, None, None), F32), t("v3", (None, None), F32)
+    x2, v2 = t("x2", (None, None), F64), t("v2", (None, None), F64)
+    cases = [(x3, v3, lambda x: x[i, ::-2, np.array([0])], (slice(None, None, -2), [0]),
+              np.ones((1, 1, 1), F32), (3, 1)),
+             (x2, v2, lambda x: x[i], (), np.ones((1, 2), F64), (3, 2))]
+    for x, v, pick, rest, xs, shape in cases:
+        dtype = xs.dtype
+        good, bad = np.arange(np.prod(shape), dtype=dtype).reshape(shape), np.ones(
+            (4,) + shape[1:], dtype)
+        for update, both in ((vg.set_subtensor, ValueError), (vg.inc_subtensor, IndexError)):
+            for mode in ("reference", "fast_run"):
+                f = vg.compile([x, i, v], update(pick(x), v), mode=mode)
+                with pytest.raises(both):  # out of bounds, and the value wrong
+                    f(xs, far, bad)
+                with pytest.raises(IndexError):  # out of bounds, the value right
+                    f(xs, far, good)
+                with pytest.raises(ValueError):  # in bounds, the value wrong
+                    f(xs, near, bad)
+                want = xs.copy()
+                if update is vg.set_subtensor:
+                    want[(near, *rest)] = good
+                else:
+                    np.add.at(want, (near, *rest), good)
+                same(f(xs, near, good), want)
+
+
 # -- loops ----------------------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", ["complex64", "complex128"])
 def test_complex_expm1_is_numpys(dtype):

@@ -227,8 +227,9 @@ def _update_loops(ctx, op, view: str, dims: list[str], v: str, vndim: int) -> No
 
 
 # -- advanced indexing ---------------------------------------------------------------------------
-def _advanced_plan(ctx, op, x: str, xvar, first_input: int):
-    """Emit the preparation of an advanced index over `x`.
+def _advanced_plan(ctx, op, x: str, xvar, first_input: int, before_bounds=None):
+    """Emit the preparation of an advanced index over `x`; `before_bounds(dims)` emits what
+    is checked before the index arrays' bounds.
 
     Returns (dims, source): the indexed shape (expressions, in output order) and a function
     from the loop variables over that shape to the index expressions of `x`.
@@ -316,10 +317,6 @@ def _advanced_plan(ctx, op, x: str, xvar, first_input: int):
             ctx.fail_if(f"{b} < 0", "IndexError",
                         f"{op}: shape mismatch: index arrays cannot be broadcast together")
         block.append(b)
-    # numpy checks index arrays only where their broadcast block is not empty
-    for ok, axis in bound_checks:
-        ctx.fail_if(all_of([f"not {ok}", f"{' * '.join(block)} != 0"]), "IndexError",
-                    f"{op}: index out of bounds for axis {axis}")
     btuple = "(" + "".join(f"{b}, " for b in block) + ")"
     reads = []  # (axis or None, name of the broadcast array or scalar)
     for name, nd, ax, scalar in arrays:
@@ -340,6 +337,12 @@ def _advanced_plan(ctx, op, x: str, xvar, first_input: int):
             dims.append(item[4])
         else:
             dims.append(block[item[1]])
+    if before_bounds is not None:
+        before_bounds(dims)
+    # numpy checks index arrays only where their broadcast block is not empty
+    for ok, axis in bound_checks:
+        ctx.fail_if(all_of([f"not {ok}", f"{' * '.join(block)} != 0"]), "IndexError",
+                    f"{op}: index out of bounds for axis {axis}")
 
     def source(loop_vars):
         bvars = [v for v, item in zip(loop_vars, layout) if item[0] == "block"]
@@ -443,12 +446,12 @@ def _emit_advanced_inc_subtensor(op, ctx) -> None:
             and vndim == ctx.input_var(2).ndim + ctx.input_var(0).ndim - 1):
         # (the specialized program: a value broadcast at run time raises RuntimeBroadcast,
         # and the general program's loops take it)
-        flat, count, length = _index_rows(ctx, op, out, ctx.inp(2))
         index = ctx.inp(2)
         dims = [f"{index}.shape[{d}]" for d in range(ctx.input_var(2).ndim)] + [
             f"{out}.shape[{a}]" for a in range(1, ctx.input_var(0).ndim)]
         ctx.check_equal([(f"{v}.shape[{d}]", e) for d, e in enumerate(dims)],
-                        "RuntimeBroadcast", str(op))
+                        "RuntimeBroadcast", str(op))  # (before the bounds, as numpy's set)
+        flat, count, length = _index_rows(ctx, op, out, index)
         v = _unshared_value(ctx, v, vndim)
         rows_o, rows_v = ctx.fresh("ro"), ctx.fresh("rv")
         ctx.line(f"{rows_o} = {reshaped(ctx, out, f'({out}.shape[0], {length})')}")
@@ -456,8 +459,15 @@ def _emit_advanced_inc_subtensor(op, ctx) -> None:
         _row_loop(ctx, count, length, lambda r: [(rows_o, f"{flat}[{r}]"), (rows_v, r)],
                   lambda w, j: f"{w[0]}[{j}] = {_stored(ctx, op, f'{w[0]}[{j}]', f'{w[1]}[{j}]')}")
         return
-    dims, source = _advanced_plan(ctx, op, out, ctx.input_var(0), 2)
-    _check_value(ctx, op, v, vndim, dims)
+    # numpy's setitem checks the value against the indexed shape before the index arrays'
+    # bounds (seed 28282); its inc (x[i] += v) reads x[i] first
+    def check(dims):
+        _check_value(ctx, op, v, vndim, dims)
+
+    dims, source = _advanced_plan(ctx, op, out, ctx.input_var(0), 2,
+                                  check if op.set_instead_of_inc else None)
+    if not op.set_instead_of_inc:
+        check(dims)
     v = _unshared_value(ctx, v, vndim)
     vb = ctx.fresh("vb")
     if dims:

@@ -443,8 +443,13 @@ class AdvancedIncSubtensor(_IncBase):
         ids = np.arange(out.size, dtype=_INT).reshape(out.shape)
         try:
             sel = ids[_build_index(self.idx_list, values)]
+        except IndexError as exc:
+            if self.set_instead_of_inc:
+                _check_set_value(self, ids, values, v, x.shape)
+            raise _rename(self, exc, x.shape) from None
+        try:
             vals = np.broadcast_to(v, sel.shape)
-        except (IndexError, ValueError) as exc:
+        except ValueError as exc:
             raise _rename(self, exc, x.shape) from None
         flat = out.reshape(-1)
         if self.set_instead_of_inc:
@@ -452,6 +457,29 @@ class AdvancedIncSubtensor(_IncBase):
         else:
             np.add.at(flat, sel.ravel(), vals.ravel())
         outputs[0][0] = out
+
+
+def _check_set_value(op, ids, values, v, x_shape) -> None:
+    """numpy's setitem checks that the value broadcasts to the indexed shape before it checks
+    the index arrays' bounds (integer indices come first): a ValueError where the value does
+    not, for the shape the index arrays give with in-bounds entries (seed 28282)."""
+    safe, it = [], iter(values)
+    for entry in op.idx_list:
+        if entry in ("newaxis", "..."):
+            continue
+        for _ in range(1 if entry in ("int", "array") else sum(entry[1:])):
+            value = next(it)
+            if entry == "array" and value.dtype.kind in "iu":
+                value = np.zeros_like(value)  # (an empty axis: an IndexError still)
+            safe.append(value)
+    try:
+        shape = ids[_build_index(op.idx_list, safe)].shape
+    except IndexError:
+        return
+    try:
+        np.broadcast_to(v, shape)
+    except ValueError as exc:
+        raise _rename(op, exc, x_shape) from None
 
 
 # -- user functions -------------------------------------------------------------------------------

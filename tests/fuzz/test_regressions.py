@@ -62,6 +62,18 @@ def test_floor_ceil_keep_infinities_signs_and_integers():
     same(run([x], vg.ceil(vg.cumsum(x)), [np.array([1.0, -np.inf, 2.0])]), np.ceil(cs))
 
 
+def test_float32_cos_is_one_where_it_rounds_to_one():
+    """float32 cos(0) was 1 - 2^-24 (seed 28921: cos(-0.0) subtracted from tan(0.5) in
+    float64): the vector cos computes sin(x - pi/2), whose polynomial sums r ~ -1.57 and a
+    term ~ 0.57 in float32. cos(x) rounds to 1 for |x| <= 2^-12."""
+    x = t("x", (None,), F32)
+    xs = np.array([0.0, -0.0, 1e-30, 1e-8, 1e-4, 2.0**-12, -(2.0**-12), 2.4415e-4, 3e-4],
+                  F32)
+    xs = np.tile(xs, 5)  # (vector lanes and the loop's remainder)
+    got = run([x], [vg.cos(x)], [xs])[0]
+    same(got, np.cos(xs))
+
+
 def test_maximum_minimum_ties_and_nan_as_numpy():
     x, i = t("x", (None,), F32), t("i", (None,), "int64")
     xs = np.array([-0.0, 0.0, np.nan, 1.0], np.float32)

@@ -78,6 +78,7 @@ _PIO2_1_32 = _f(1.5707963705062866)
 _PIO2_2_32 = _f(-4.371138828673793e-08)
 _PIO2_3_32 = _f(-1.7151245100058819e-15)
 _ZERO32, _HALF32, _ONE32 = _f(0.0), _f(0.5), _f(1.0)
+_COS_ONE32 = _f(2.0**-12)  # |x| up to which float32 cos(x) rounds to 1
 
 
 # --------------------------------------------------------------------------- float64, fast
@@ -327,9 +328,12 @@ def _sin_core_f32(x):
 
 @numba.njit(**JIT)
 def _cos_core_f32(x):
-    """cos(x) = (-1)^(k+1) sin(x - (k+1/2)*pi) in float32 for |x| < 2^17."""
+    """cos(x) = (-1)^(k+1) sin(x - (k+1/2)*pi) in float32 for |x| < 2^17; 1 for |x| <=
+    2^-12, where cos(x) rounds to 1 (sin's polynomial near pi/2 sums r ~ -1.57 and a term
+    ~ 0.57 in float32, and gave 1 - 2^-24 for cos(0): seed 28921)."""
     kf = rint(x * _INV_PI32 - _HALF32)
-    return _sin_poly_f32(_reduce_pi_f32(x, kf + _HALF32), iadd(to_int(kf), 1))
+    c = _sin_poly_f32(_reduce_pi_f32(x, kf + _HALF32), iadd(to_int(kf), 1))
+    return _ONE32 if abs(x) <= _COS_ONE32 else c
 
 
 @numba.njit(**JIT)

@@ -570,6 +570,24 @@ def test_set_subtensor_checks_the_value_before_the_index_bounds():
                 same(f(xs, near, good), want)
 
 
+def test_uint64_indices_beyond_int64_are_not_wrapped_around():
+    """A uint64 slice bound of 2**64 - 2 is that large a number in numpy (past the end; as an
+    integer index, OverflowError); the CPU program read it as int64, -2 (seed 29384: an
+    inc_subtensor of x[n:3] with no values raised ValueError, its slice one element long)."""
+    x, n = t("x", (None,), "int64"), t("n", (), "uint64")
+    xs, big = np.array([1, 5, 7], dtype="int64"), np.array(2**64 - 2, dtype="uint64")
+    for mode in ("reference", "fast_run"):
+        got = run([x, n], [x[n:3], x[:n], vg.inc_subtensor(x[n:3], np.zeros(0, "int64"))],
+                  [xs, big], mode=mode)
+        same(got[0], xs[2**64 - 2:3])
+        same(got[1], xs[:2**64 - 2])
+        same(got[2], xs)
+        f = vg.compile([x, n], [x[n]], mode=mode)
+        with pytest.raises(OverflowError):  # (numpy's, for an index past int64)
+            f(xs, big)
+        same(f(xs, np.array(1, dtype="uint64"))[0], xs[1])
+
+
 # -- loops ----------------------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", ["complex64", "complex128"])
 def test_complex_expm1_is_numpys(dtype):

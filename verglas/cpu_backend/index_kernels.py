@@ -62,10 +62,24 @@ def _normalize_indices(idx, n):
     return out, True
 
 
-def _scalar_index(ctx, name: str, x: str, axis: int, op) -> str:
-    """Emit a bounds-checked, wrapped integer index read from 0-d `name`; return its name."""
+def _int_of(ctx, k: int) -> str:
+    """The int64 value of the 0-d integer input `k`: a uint64 beyond int64's range is int64's
+    largest (numpy takes it as a Python int: out of bounds, or past a slice's end), not
+    wrapped around to a negative index (seed 29384: x[2**64 - 2:3] was x[-2:3])."""
+    name = ctx.inp(k)
+    if ctx.input_var(k).dtype == "uint64":
+        return f"np.int64(min({name}.item(), np.uint64({np.iinfo(np.int64).max})))"
+    return f"np.int64({name}.item())"
+
+
+def _scalar_index(ctx, k: int, x: str, axis: int, op) -> str:
+    """Emit a bounds-checked, wrapped integer index read from 0-d input `k`; return its
+    name."""
+    if ctx.input_var(k).dtype == "uint64":  # (numpy: an integer index must fit an int64)
+        ctx.fail_if(f"{ctx.inp(k)}.item() > np.uint64({np.iinfo(np.int64).max})",
+                    "OverflowError", f"{op}: the index is too large to convert to an int64")
     i = ctx.fresh("ix")
-    ctx.line(f"{i} = np.int64({name}.item())")
+    ctx.line(f"{i} = {_int_of(ctx, k)}")
     ctx.fail_if(any_of([f"{i} < -{x}.shape[{axis}]", f"{i} >= {x}.shape[{axis}]"]),
                 "IndexError", f"{op}: index out of bounds for axis {axis}")
     ctx.line(f"if {i} < 0:")
@@ -82,7 +96,7 @@ def _basic_index(ctx, op, x: str, first_input: int) -> list[str]:
             parts.append("None")
             continue
         if entry == "int":
-            parts.append(_scalar_index(ctx, ctx.inp(k), x, axis, op))
+            parts.append(_scalar_index(ctx, k, x, axis, op))
             k += 1
         else:
             comps = []
@@ -91,7 +105,7 @@ def _basic_index(ctx, op, x: str, first_input: int) -> list[str]:
                     comps.append("")
                     continue
                 c = ctx.fresh("sl")
-                ctx.line(f"{c} = np.int64({ctx.inp(k)}.item())")
+                ctx.line(f"{c} = {_int_of(ctx, k)}")
                 k += 1
                 if j == 2:
                     ctx.fail_if(f"{c} == 0", "ValueError", f"{op}: slice step cannot be zero")
@@ -249,7 +263,7 @@ def _advanced_plan(ctx, op, x: str, xvar, first_input: int, before_bounds=None):
         if entry == "int":
             adv_pos.append(pos)
             first_out = len(basic) if first_out is None else first_out
-            arrays.append((_scalar_index(ctx, ctx.inp(k), x, axis, op), 0, axis, True))
+            arrays.append((_scalar_index(ctx, k, x, axis, op), 0, axis, True))
             k += 1
             axis += 1
             continue
@@ -286,7 +300,7 @@ def _advanced_plan(ctx, op, x: str, xvar, first_input: int, before_bounds=None):
         for j in range(3):
             if given[j]:
                 c = ctx.fresh("sl")
-                ctx.line(f"{c} = np.int64({ctx.inp(k)}.item())")
+                ctx.line(f"{c} = {_int_of(ctx, k)}")
                 k += 1
                 comps.append(c)
             else:

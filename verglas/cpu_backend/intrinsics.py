@@ -515,7 +515,7 @@ def _raise_if(exc: type):
 
 # the exceptions generated checks raise -> the intrinsic raising each
 RAISE_IF = {exc.__name__: _raise_if(exc)
-            for exc in (ValueError, IndexError, MemoryError, RuntimeBroadcast)}
+            for exc in (ValueError, IndexError, MemoryError, OverflowError, RuntimeBroadcast)}
 
 
 def zero_d(value: str) -> str:

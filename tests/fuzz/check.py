@@ -31,7 +31,9 @@ from tests.fuzz.program import Program, VerglasXP, evaluate
 __all__ = ["CONFIGS", "Config", "Outcome", "Expected", "expect", "check", "CLEAR_ERRORS"]
 
 CLEAR_ERRORS = (TypeError, ValueError, IndexError, OverflowError, ZeroDivisionError)
-PERTURBED_RUNS = 4
+# perturbed runs: 8 (with 4, a loop iterating tan 635 times, whose result any ulp decides,
+# agreed with numpy by chance in all of them, seed 29406)
+PERTURBED_RUNS = 8
 # choice runs: one fill of unspecified values everywhere, then fills in turn by place
 # (oracle.NumpyXP._random_fill)
 CHOICE_RUNS = 8

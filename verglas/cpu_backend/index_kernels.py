@@ -62,13 +62,16 @@ def _normalize_indices(idx, n):
     return out, True
 
 
+_INT64_MAX = np.iinfo(np.int64).max
+
+
 def _int_of(ctx, k: int) -> str:
     """The int64 value of the 0-d integer input `k`: a uint64 beyond int64's range is int64's
     largest (numpy takes it as a Python int: out of bounds, or past a slice's end), not
     wrapped around to a negative index (seed 29384: x[2**64 - 2:3] was x[-2:3])."""
     name = ctx.inp(k)
     if ctx.input_var(k).dtype == "uint64":
-        return f"np.int64(min({name}.item(), np.uint64({np.iinfo(np.int64).max})))"
+        return f"np.int64(min({name}.item(), np.uint64({_INT64_MAX})))"
     return f"np.int64({name}.item())"
 
 
@@ -76,7 +79,7 @@ def _scalar_index(ctx, k: int, x: str, axis: int, op) -> str:
     """Emit a bounds-checked, wrapped integer index read from 0-d input `k`; return its
     name."""
     if ctx.input_var(k).dtype == "uint64":  # (numpy: an integer index must fit an int64)
-        ctx.fail_if(f"{ctx.inp(k)}.item() > np.uint64({np.iinfo(np.int64).max})",
+        ctx.fail_if(f"{ctx.inp(k)}.item() > np.uint64({_INT64_MAX})",
                     "OverflowError", f"{op}: the index is too large to convert to an int64")
     i = ctx.fresh("ix")
     ctx.line(f"{i} = {_int_of(ctx, k)}")

@@ -168,6 +168,14 @@ def test_a_static_index_error_of_an_update_is_accepted_where_numpy_checks_the_va
     assert outcome.ok, outcome.detail
 
 
+def test_a_static_index_error_of_an_update_is_accepted_where_the_dtype_rule_comes_first():
+    """Seed 31359: inc_subtensor(b[::3, bool mask, [0, 3], [7]], v) with b bool and v float32.
+    The oracle raises TypeError (float32 cannot be added into bool); verglas builds the index
+    first, and its index arrays cannot broadcast: IndexError, as numpy's own b[...] raises."""
+    outcome = check(generate(31359), CONFIGS["fast_run"])
+    assert outcome.ok, outcome.detail
+
+
 def test_a_result_any_ulp_decides_is_not_judged():
     """Seed 29406: a loop iterating tan 635 times over float32 states, then an argmin of the
     last state: any ulp decides the result (perturbed runs give every answer), but with four

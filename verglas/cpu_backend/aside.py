@@ -29,7 +29,7 @@ from numba.core.typing import signature
 
 from verglas.compile_helper import CompileHelper, available
 
-__all__ = ["session", "defer", "deferred", "declared"]
+__all__ = ["session", "defer", "deferred", "declared", "leaf_of"]
 
 _local = threading.local()
 
@@ -89,7 +89,7 @@ def defer(dispatcher, argtypes) -> signature | None:
     """The signature `dispatcher` (a callee of the program being compiled) has for
     `argtypes` when it is compiled aside, or None: then it is typed (compiled) here."""
     current = getattr(_local, "session", None)
-    if current is None or not _leaf_of(dispatcher, current.module):
+    if current is None or not leaf_of(dispatcher, current.module):
         return None
     argtypes = tuple(argtypes)
     key = (id(dispatcher), argtypes)
@@ -120,7 +120,7 @@ def declared(name: str, dispatcher, argtypes, register) -> None:
                                        register))
 
 
-def _leaf_of(dispatcher, module: str) -> bool:
+def leaf_of(dispatcher, module: str) -> bool:
     """`dispatcher` is a stored (cached) function of `module` that returns nothing and names
     none of the module's own functions (a row function or kernel, not a sub-program)."""
     if not isinstance(dispatcher, CPUDispatcher) or isinstance(dispatcher._cache, NullCache):

@@ -44,8 +44,8 @@ def parallel_range(typingctx, body, n, work, args):
     """body(lo, hi, *args) over chunks of range(n): on the pool when `work` is large.
 
     `args` is a tuple (arrays, scalars) every chunk gets as it is: the body must write disjoint
-    rows. A chunk that fails (generated row loops can only fail to allocate) makes the call
-    raise MemoryError after the loop."""
+    rows. After a chunk fails, the whole loop runs again on the calling thread and raises its
+    error (MemoryError if it then succeeds)."""
     if not isinstance(body, types.Dispatcher) or not isinstance(args, types.BaseTuple):
         return None
     body_sig = callee_signature(typingctx, body, (types.intp, types.intp, *args.types))
@@ -66,7 +66,9 @@ def parallel_range(typingctx, body, n, work, args):
                       in zip(values, args.types, body_sig.args[2:])]
             return call_status(context, b, fn, body_sig, [lo, hi, *values])
 
-        small = builder.icmp_signed("<", work_val, intp(SERIAL_WORK))
+        # (one row: nothing to share)
+        small = builder.or_(builder.icmp_signed("<", work_val, intp(SERIAL_WORK)),
+                            builder.icmp_signed("<", n_val, intp(2)))
         with builder.if_else(small) as (serial, pooled):
             with serial:
                 items = [builder.extract_value(args_val, k) for k in range(len(args))]
@@ -132,6 +134,13 @@ def _run_on_pool(context, builder, call, n_val, args_val, intp) -> None:
         builder.bitcast(record, byte_ptr), intp(0), intp(1), threads])
     failed = builder.icmp_unsigned("!=", builder.load(flag), ir.IntType(8)(0))
     with cgutils.if_unlikely(builder, failed):
+        # the error itself stays on the pool thread: the loop runs again here to raise it
+        # (an elementwise loop's, e.g. an integer power's negative exponent); its outputs
+        # are being computed, nothing else reads them yet
+        items = [builder.extract_value(args_val, k) for k in range(len(args_val.type.elements))]
+        status, _ = call(builder, intp(0), n_val, items)
+        with cgutils.if_unlikely(builder, status.is_error):
+            context.call_conv.return_status_propagate(builder, status)
         context.call_conv.return_user_exc(
             builder, MemoryError, ("a loop over rows failed on a pool thread",))
 

@@ -328,8 +328,16 @@ class CPURunner(Runner):
         them. Without a record (a program compiled elsewhere, stopped before writing it), a
         stored program is compiled again, never loaded with calls nothing resolves."""
         entries = None if record is None else cache.load_pickle(record)
-        if record is not None and entries is None and self.jitted._cache is not None:
-            self.jitted._cache.flush()
+        if record is not None and entries is None:
+            # whatever calls the module's functions compiles again: loaded from numba's
+            # cache, it would meet calls nothing resolves (a kernel calling a row function)
+            module = self.jitted.py_func.__module__
+            for value in {id(v): v for v in (self.jitted,
+                                             *self.jitted.py_func.__globals__.values())}.values():
+                if isinstance(value, numba.core.registry.CPUDispatcher) and \
+                        value.py_func.__module__ == module and \
+                        value._cache is not None and not aside.leaf_of(value, module):
+                    value._cache.flush()
         if entries:
             callees.load(self.jitted.py_func.__globals__, entries)
             self.jitted.compile(self.signature)

@@ -1,0 +1,124 @@
+"""Elementwise loops on the thread pool (cpu_backend/kernels.py): a large loop runs in chunks,
+each over views of its rows, and gives numpy's answer; a small one and a loop body's stay on
+the calling thread.
+
+One program serves every case here, so numba compiles it once.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import verglas as vg
+from tests.cpu_backend.utils import calls_in_threads, compare_backend, compile_pair, rng
+from verglas.cpu_backend.threads import parallel_rows
+
+F32 = np.float32
+
+
+def _outputs(x, b, y):
+    return [
+        vg.tanh(x),                       # flat, a vector math call per element
+        x * F32(3) + y,                   # flat, cheap
+        vg.tanh(x + b),                   # rows of x with a broadcast row b
+        x + x[::-1, ::-1],                # a negative-stride view: loops over both axes
+        vg.exp(x.T) * 2,                  # a transposed view
+        vg.tanh(x * b) * (1 - vg.exp(-x)),  # an intermediate overwritten inplace
+    ]
+
+
+@pytest.fixture(scope="module")
+def program():
+    x = vg.tensor("x", shape=(None, None), dtype="float32")
+    b = vg.tensor("b", shape=(None,), dtype="float32")
+    y = vg.tensor("y", shape=(None, None), dtype="float32")
+    inputs, outs = [x, b, y], _outputs(x, b, y)
+    return inputs, outs, compile_pair(inputs, outs)
+
+
+def _data(rows, cols, seed):
+    g = rng(seed)
+    x = g.normal(size=(rows, cols)).astype("float32")
+    if x.size >= 4:
+        x.flat[:4] = [np.nan, np.inf, -np.inf, -0.0]
+    return [x, g.normal(size=cols).astype("float32"),
+            g.normal(size=(rows, cols)).astype("float32")]
+
+
+def test_large_loops_are_handed_to_the_pool(program):
+    _, _, (fast, _) = program
+    assert ("parallel_range" in fast._runner.text) == parallel_rows()
+
+
+@pytest.mark.parametrize("rows,cols", [(700, 400), (3, 100_000), (1, 300_000), (0, 5),
+                                       (2, 1), (40, 40)])
+def test_pooled_loops_match_numpy(program, rows, cols):
+    """Large enough for the pool (700 x 400: even the cheap loops), split unevenly (3 rows),
+    one row (nothing to share), empty and small (on the calling thread)."""
+    inputs, outs, _ = program
+    compare_backend(inputs, outs, _data(rows, cols, rows + cols))
+
+
+def test_inputs_are_left_alone(program):
+    _, _, (fast, _) = program
+    data = _data(300, 300, 1)
+    kept = [d.copy() for d in data]
+    fast(*data)
+    for d, k in zip(data, kept):
+        np.testing.assert_array_equal(d, k)
+
+
+def test_pooled_loops_under_concurrent_calls(program):
+    """Eight Python threads calling at once, with large and small inputs."""
+    _, _, (fast, ref) = program
+    data = [_data(600 + k, 500, k) if k % 2 else _data(20 + k, 30, k) for k in range(8)]
+    expected = [ref(*d) for d in data]
+    calls_in_threads(fast, data, expected, 40, rtol=2e-5, atol=1e-6)
+
+
+def test_a_loop_body_stays_on_the_calling_thread():
+    """A scan's step is small and runs many times: its elementwise loops stay inline."""
+    x = vg.tensor("x", shape=(None,), dtype="float32")
+    ys = vg.scan(lambda h: vg.tanh(h) * F32(0.5), outputs_info=[x], n_steps=3)
+    fast, ref = compile_pair([x], [ys[-1]])
+    assert "parallel_range" not in fast._runner.text
+    data = rng(2).normal(size=50_000).astype("float32")
+    np.testing.assert_allclose(fast(data), ref(data), rtol=2e-6)
+
+
+def test_an_error_in_a_pooled_loop_is_raised_as_it_is():
+    """A chunk's error stays on its pool thread: the loop runs again on the calling thread and
+    raises numpy's error, not a MemoryError."""
+    x = vg.tensor("x", shape=(None,), dtype="int64")
+    y = vg.tensor("y", shape=(None,), dtype="int64")
+    fast, _ = compile_pair([x, y], [vg.exp(x * F32(1)) + x ** y])
+    n = 200_000
+    ones, exps = np.ones(n, np.int64), np.full(n, 2, np.int64)
+    np.testing.assert_allclose(fast(ones, exps)[0], np.exp(ones) + 1, rtol=1e-6)
+    exps[n - 7] = -1
+    with pytest.raises(ValueError, match="negative integer powers"):
+        fast(ones, exps)
+
+
+def test_a_shared_kernel_takes_its_rows_from_the_pool():
+    """In a large program the loops are shared kernels: a kernel takes a chunk's rows, and
+    its call sites hand it to the pool (a scan's body calls it on the calling thread)."""
+    x = vg.tensor("x", shape=(None, None), dtype="float32")
+    w = vg.tensor("w", shape=(None, None), dtype="float32")
+    b = vg.tensor("b", shape=(None,), dtype="float32")
+    acc = x
+    for k in range(15):  # (LARGE_FUNCTION_STEPS: 24 steps over arrays)
+        acc = vg.tanh((acc @ w) * F32(0.5 + k / 30) + b)
+    fast, ref = compile_pair([x, w, b], [acc])
+    src = fast._runner.text
+    if parallel_rows():
+        assert re.search(r"\ndef kern\d+\(lo, hi, ", src)
+        assert re.search(r"parallel_range\d*\(kern\d+, ", src)
+    for rows, cols in [(600, 300), (3, 2_000), (1, 9), (0, 4)]:
+        data = [rng(1).normal(size=(rows, cols)).astype("float32"),
+                (rng(2).normal(size=(cols, cols)) / np.sqrt(cols)).astype("float32"),
+                rng(3).normal(size=cols).astype("float32")]
+        np.testing.assert_allclose(fast(*data)[0], ref(*data)[0], rtol=2e-4, atol=2e-5)

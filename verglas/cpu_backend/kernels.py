@@ -26,7 +26,6 @@ from verglas.cpu_backend.intrinsics import (RAISE_IF, RuntimeBroadcast, broadcas
                                             ws_add, ws_carve, ws_reserve, ws_take)
 from verglas.cpu_backend.vmath import FASTMATH, VMATH
 from verglas.cpu_backend.parallel_for import call_on_pool, parallel_range
-from verglas.cpu_backend.threads import parallel_rows
 from verglas.ops import scalar as s
 from verglas.ops.elemwise import Elemwise
 from verglas.cpu_backend.vmath_ops import smul
@@ -601,7 +600,7 @@ def _emit_elemwise_proven(op, ctx, arrays, scalars, modes, dims=None, loops=None
                        [f"{o}[()]" for o in outs], loops)
         return
     # large loops run on the thread pool (not a loop body's: its steps are small)
-    pooled = parallel_rows() and not ctx.keeps_scalars()
+    pooled = ctx.src.root.pools_elementwise and not ctx.keeps_scalars()
     flat = all(m == "full" for mode in modes.values() for m in mode) and all(
         ctx.is_contiguous(i) or names[i] != ctx.inp(i) for i, _ in arrays)
     if flat:

@@ -123,7 +123,8 @@ class Config:
         "The cache directory's size limit: a store past it evicts least recently used entries.")
     threads = _Switch(
         "VERGLAS_THREADS", _flag, True,
-        "Row loops may run on numba's thread pool (when a concurrency-safe layer loads).")
+        "Row loops and large elementwise loops may run on numba's thread pool (when a "
+        "concurrency-safe layer loads).")
     compile_processes = _Switch(
         "VERGLAS_COMPILE_PROCESSES", _flag, True,
         "A forked helper process compiles beside this one (Linux, two CPUs or more): a stored "

@@ -20,7 +20,7 @@ import numpy as np
 from verglas import cache
 from verglas.backend import Backend, Runner, gc_paused
 from verglas.config import config
-from verglas.cpu_backend import aside, callees, kernels
+from verglas.cpu_backend import aside, callees, kernels, stored_code  # noqa: F401 (numba's cache of programs)
 from verglas.cpu_backend.blas import numpy_cblas_gemm
 from verglas.cpu_backend.codegen import generate
 from verglas.cpu_backend.dtypes import STORED_AS, from_storage, storage_dtype, to_storage

@@ -25,7 +25,7 @@ from verglas.cpu_backend.intrinsics import (RAISE_IF, RuntimeBroadcast, broadcas
                                             reshape_lengths, reshaped, scalars_at, select,
                                             ws_add, ws_carve, ws_reserve, ws_take)
 from verglas.cpu_backend.vmath import FASTMATH, VMATH
-from verglas.cpu_backend.parallel_for import call_on_pool, parallel_range
+from verglas.cpu_backend.loop_chunks import call_kernel, chunk_views, share_loop
 from verglas.ops import scalar as s
 from verglas.ops.elemwise import Elemwise
 from verglas.cpu_backend.vmath_ops import smul
@@ -351,7 +351,7 @@ class KernelContext(EmitContext):
         self.program = parent.program
         self._contiguous = contiguous
         self._inplace = dict(getattr(parent.op, "inplace_pattern", ()))
-        # how the kernel's loop is shared out (see _emit_pooled): None, or ('flat' | 'first',
+        # how the kernel's loop is shared out (see loop_chunks.share_loop): None, or ('flat' | 'first',
         # work per element); then it takes the chunk's rows `lo, hi` first
         self.pooled = None
 
@@ -477,18 +477,7 @@ def _emit_elemwise_shared(op, ctx, arrays, sources, modes) -> None:
     for group in groups:
         args += _scalar_group_args(ctx, sources, group)
     args += [o for j, o in enumerate(outs) if j not in inplace]
-    if pooled is None:
-        ctx.line(ctx.src.callee_call(name, args))
-        return
-    kind, work = pooled
-    rows, size = (dims[0] if kind == "first" else " * ".join(dims)), " * ".join(dims)
-    if ctx.keeps_scalars():  # (a loop body's step: on this thread)
-        ctx.line(ctx.src.callee_call(name, ["zo", rows, *args]))
-        ctx.src.uses_zero = True
-        return
-    ctx.src.root.parallel = True
-    call = ctx.src.add_global("parallel_range", parallel_range)
-    ctx.line(f"{call}({name}, {rows}, {size} * {work} // 8, ({''.join(a + ', ' for a in args)}))")
+    call_kernel(ctx, name, args, pooled, dims)
 
 
 def _broadcast_modes(ctx, arrays) -> dict:
@@ -629,27 +618,21 @@ def _emit_elemwise_proven(op, ctx, arrays, scalars, modes, dims=None, loops=None
                 _elemwise_body(ctx, op, scalars, lambda i: f"{flats[i]}[{idx}]",
                                [f"{fo}[{idx}]" for fo in oflat], loops)
             return
-        # on the pool: each chunk loops over its own views from 0, so that LLVM knows the
-        # index is never negative (a loop from `lo` kept numba's wraparound: no vectors)
-        chunk = {}
-        for view in [*flats.values(), *oflat]:
-            chunk.setdefault(view, ctx.fresh("cv"))
-        setup = [f"{c} = {view}[lo:hi]" for view, c in chunk.items()]
+        chunk, setup = chunk_views(ctx, [*flats.values(), *oflat])  # (loop_chunks.py)
         start = len(ctx.em.lines)
         ctx.line(f"for {idx} in range(hi - lo):")
         with ctx.indent():
             _elemwise_body(ctx, op, scalars, lambda i: f"{chunk[flats[i]]}[{idx}]",
                            [f"{chunk[fo]}[{idx}]" for fo in oflat], loops)
-        _emit_pooled(ctx, start, size, setup, op, size, "flat")
+        share_loop(ctx, start, size, size, setup, op, "flat", isinstance(ctx, KernelContext))
         return
     loop_vars = [ctx.fresh("i") for _ in range(ndim)]
     setup, rows, size = [], dims[0], " * ".join(dims)
-    if pooled:  # chunks of the first axis, as views (see the flat loop)
+    if pooled:  # chunks of the first axis
         same = _inplace_inputs(ctx, arrays)
         outs = [names[same[j]] if j in same else o for j, o in enumerate(outs)]
-        chunk = {o: ctx.fresh("cv") for o in outs}
-        chunk.update((name, ctx.fresh("cv")) for i, name in arrays if modes[i][0] == "full")
-        setup = [f"{c} = {name}[lo:hi]" for name, c in chunk.items()]
+        chunk, setup = chunk_views(ctx, [*outs, *(name for i, name in arrays
+                                                  if modes[i][0] == "full")])
         names = {i: chunk.get(name, name) for i, name in names.items()}
         outs, dims = [chunk[o] for o in outs], ["hi - lo", *dims[1:]]
     start = len(ctx.em.lines)
@@ -665,7 +648,7 @@ def _emit_elemwise_proven(op, ctx, arrays, scalars, modes, dims=None, loops=None
     _elemwise_body(ctx, op, scalars, index_of, [f"{o}{out_idx}" for o in outs], loops)
     ctx.em.depth -= ndim
     if pooled:
-        _emit_pooled(ctx, start, rows, setup, op, size, "first")
+        share_loop(ctx, start, rows, size, setup, op, "first", isinstance(ctx, KernelContext))
 
 
 def _inplace_inputs(ctx, arrays) -> dict[int, int]:
@@ -676,36 +659,6 @@ def _inplace_inputs(ctx, arrays) -> dict[int, int]:
     taken = {ctx.program.buffers[b].takes_over: j for j, b in enumerate(ctx.step.outputs)}
     return {taken[ctx.step.inputs[i]]: i for i, name in arrays
             if ctx.step.inputs[i] in taken and name == ctx.inp(i)}
-
-
-# per element of an elementwise loop, in eighths of parallel_for's work units: a vector math
-# function (~0.3-1 ns per element) costs 8, any other operation 1. Measured here with a pool
-# hand-off of ~5 us: a product by a constant gains on two threads from ~250k elements
-# (1M: 112 -> 60 us), tanh from ~30k (1M: 425 -> 227 us).
-_VMATH_NAMES = frozenset(name for name, _ in VMATH)
-
-
-def _element_work(op) -> int:
-    """Eighths of work units (see parallel_for.SERIAL_WORK) per element of `op`'s loop."""
-    graph = getattr(op.scalar_op, "fgraph", None)
-    ops = [node.op for node in graph.apply_nodes] if graph is not None else [op.scalar_op]
-    return sum(8 if getattr(o, "op_name", None) in _VMATH_NAMES else 1 for o in ops)
-
-
-def _emit_pooled(ctx, start: int, rows: str, setup: list[str], op, size: str,
-                 kind: str) -> None:
-    """Share out the loop emitted since line `start` (over chunk views that `setup` makes of
-    rows `lo` to `hi`): a step's loop moves into a function the thread pool runs over chunks
-    of `rows`; a shared kernel's stays, the kernel takes `lo, hi` and its call sites hand it
-    to the pool (`kind`: its rows are the elements, 'flat', or the first axis, 'first')."""
-    if isinstance(ctx, KernelContext):
-        indent = ctx.em.lines[start][:len(ctx.em.lines[start]) - len(ctx.em.lines[start].lstrip())]
-        ctx.em.lines[start:start] = [indent + line for line in setup]
-        ctx.pooled = (kind, _element_work(op))
-        return
-    loop = ctx.em.lines[start:]
-    del ctx.em.lines[start:]
-    call_on_pool(ctx.src, ctx.em, setup, loop, rows, f"{size} * {_element_work(op)} // 8")
 
 
 def _emit_blocked(ctx, op, scalars, flats, oflat, size, idx, loops) -> None:

@@ -20,7 +20,8 @@ import numpy as np
 from verglas import cache
 from verglas.backend import Backend, Runner, gc_paused
 from verglas.config import config
-from verglas.cpu_backend import aside, callees, kernels, stored_code  # noqa: F401 (numba's cache of programs)
+# (stored_code: how numba's cache stores a program's functions)
+from verglas.cpu_backend import aside, callees, kernels, stored_code  # noqa: F401
 from verglas.cpu_backend.blas import numpy_cblas_gemm
 from verglas.cpu_backend.codegen import generate
 from verglas.cpu_backend.dtypes import STORED_AS, from_storage, storage_dtype, to_storage
@@ -315,12 +316,17 @@ class CPURunner(Runner):
             # is emptied, for this function and those it calls, and the program compiled again
             logger.warning("cpu backend: numba's cache of %s could not be read (%s: %s); "
                            "compiling again", self.directory, type(exc).__name__, exc)
-            for value in (self.jitted, *self.jitted.py_func.__globals__.values()):
-                stored = getattr(value, "_cache", None)
-                if isinstance(value, numba.core.registry.CPUDispatcher) and stored is not None:
-                    stored.flush()
+            for value in self._stored_functions():
+                value._cache.flush()
             self.jitted.compile(self.signature)
             cache.store_pickle(record, callees.registered(self.jitted.py_func.__module__))
+
+    def _stored_functions(self) -> list:
+        """The program's function and the jitted functions its module names that numba's
+        cache stores."""
+        values = (self.jitted, *self.jitted.py_func.__globals__.values())
+        return [value for value in values if isinstance(value, numba.core.registry.CPUDispatcher)
+                and getattr(value, "_cache", None) is not None]
 
     def _compile_stored(self, record) -> None:
         """Compile the program, or load it from numba's cache with the functions it calls
@@ -330,13 +336,10 @@ class CPURunner(Runner):
         entries = None if record is None else cache.load_pickle(record)
         if record is not None and entries is None:
             # whatever calls the module's functions compiles again: loaded from numba's
-            # cache, it would meet calls nothing resolves (a kernel calling a row function)
+            # cache, it would meet calls nothing resolves (a sub-program calling a row loop)
             module = self.jitted.py_func.__module__
-            for value in {id(v): v for v in (self.jitted,
-                                             *self.jitted.py_func.__globals__.values())}.values():
-                if isinstance(value, numba.core.registry.CPUDispatcher) and \
-                        value.py_func.__module__ == module and \
-                        value._cache is not None and not aside.leaf_of(value, module):
+            for value in self._stored_functions():
+                if value.py_func.__module__ == module and not aside.leaf_of(value, module):
                     value._cache.flush()
         if entries:
             callees.load(self.jitted.py_func.__globals__, entries)

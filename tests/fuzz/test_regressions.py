@@ -891,3 +891,15 @@ def test_a_row_loop_calling_cmath_is_stored():
     got = run([x], [vg.tan(x.astype("complex64")), x.var(axis=1)], [xv])
     same(got[0], np.tan(xv.astype("complex64")), rtol=1e-6)
     same(got[1], xv.var(axis=1), rtol=1e-12)
+
+
+def test_a_float_constant_added_and_subtracted_still_rounds_away_small_values():
+    """Seed 32715: (2**63 + x) - 2**63 in float32 was rewritten to x + 0.0, so a 1 survived
+    where numpy's first sum rounds it away (0, and 0/0 is NaN downstream)."""
+    x0 = t("x0", (None, None, None), F32)
+    x1 = t("x1", (None,), F64)
+    big = vg.full((3, 1, 4), 2 ** 63, F32)
+    xv, yv = np.array([[[1.0]]], F32), np.array([0.0, 1.0, -2.0, 0.0])
+    (got,) = run([x0, x1], [x1 / ((big + x0) - big)], [xv, yv])
+    with np.errstate(all="ignore"):
+        same(got, yv / ((np.full((3, 1, 4), 2 ** 63, F32) + xv) - np.float32(2 ** 63)))

@@ -130,10 +130,24 @@ def test_constants_rise_through_chains_and_cancel():
     x, y = _x("int64"), vg.tensor("y", shape=(None,), dtype="int64")
     fg = check_preserved([x, y], (x + 1) + y - 1, [_data("int64"), np.arange(8)])
     assert op_names(fg) == {"add": 1}
-    # floats: the constants combine into + 0.0, which stays (x + y may be -0.0)
+    # floats: 1 and -1 cancel, so they stay apart ((x + y) + 1 rounds at the scale of 1)
     x, y = _x(), vg.tensor("y", shape=(None,))
     fg = check_preserved([x, y], (x + 1) + y - 1, [_data("float64"), SPECIAL[::-1].copy()])
-    assert op_names(fg) == {"add": 2}
+    assert op_names(fg) == {"add": 3}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_float_constants_that_cancel_or_cross_one_stay_apart(dtype):
+    """Seed 32715: (2**63 + x) - 2**63 became x + 0.0, so a small x survived where the
+    original sum rounds it away (numpy gives 0); and x * 1e30 * 1e-30 would lose the
+    overflow to inf. Constants of one sign (sums) or one side of 1 (products) still combine."""
+    x = _x(dtype)
+    big = np.asarray(2.0 ** 63, dtype)
+    data = np.array([1.0, -3.0, 0.0, 2.0 ** 62, np.inf, np.nan, -0.0, 5e8], dtype)
+    fg = check_preserved([x], [(x + big) - big, (x * 1e30) * 1e-30], [data])
+    assert op_names(fg) == {"add": 2, "mul": 2}
+    fg = rewritten([x], [(x + 2) + 3, (x * 0.5) * 0.25, (x * -4) * 3])
+    assert op_names(fg) == {"add": 1, "mul": 2}
 
 
 def test_int_chain_keeps_its_dtype_boundaries():

@@ -100,7 +100,9 @@ def commutative_constant_last(fgraph, node):
 
 @_rule(Elemwise, scalar_tracks=_ASSOCIATIVE, tags=RUN)
 def assoc_constants_combine(fgraph, node):
-    """(x op c1) op c2 -> x op (c1 op c2), computed in the output dtype: x+1+2 -> x+3."""
+    """(x op c1) op c2 -> x op (c1 op c2), computed in the output dtype: x+1+2 -> x+3.
+    Float sums and products combine only where no rounding of the original is lost at a
+    scale above the result's (`_float_regrouping_keeps_scale`)."""
     out = node.outputs[0]
     inner, c2 = node.inputs
     if not is_constant(c2) or elemwise_op(inner) != node.op.scalar_op \
@@ -111,8 +113,29 @@ def assoc_constants_combine(fgraph, node):
         return None
     dtype = out.dtype
     v1, v2 = constant_value(c1).astype(dtype), constant_value(c2).astype(dtype)
+    if not _float_regrouping_keeps_scale(node.op.scalar_op, v1, v2):
+        return None
     (value,) = node.op.scalar_op.perform_arrays(v1, v2)
     return first(same_as(out, node.op(x, const_like(value, dtype, out.ndim))))
+
+
+def _float_regrouping_keeps_scale(sop, v1, v2) -> bool:
+    """Whether (x op v1) op v2 may become x op (v1 op v2) in a float dtype. Float sums and
+    products are not associative; the regrouping is kept to cases whose difference is a few
+    roundings of the result. Sums: v1 and v2 of one sign, so they do not cancel: in
+    (x + 2**63) - 2**63 the first sum drops a small x (the result is 0), and x + 0.0 would keep
+    it. Products: |v1| and |v2| on one side of 1, so x * v1 overflows or underflows only where
+    the whole product does: (x * 1e30) * 1e-30 is inf for x > 3.4e8 in float32. Complex
+    constants are not regrouped. Integer and boolean ops wrap or are exact: always."""
+    kind = np.dtype(v1.dtype).kind
+    if kind not in "fc" or not isinstance(sop, (s.Add, s.Mul)):
+        return True
+    if kind == "c":
+        return False
+    with np.errstate(invalid="ignore"):
+        if isinstance(sop, s.Add):
+            return bool(np.all(np.sign(v1) * np.sign(v2) >= 0))
+        return bool(np.all((np.abs(v1) - 1) * (np.abs(v2) - 1) >= 0))
 
 
 @_rule(Elemwise, scalar_tracks=_ASSOCIATIVE, tags=RUN)
@@ -239,7 +262,7 @@ def sub_self(fgraph, node):
 @_rule(Elemwise, scalar_tracks=(s.Sub,))
 def sub_constant_to_add(fgraph, node):
     """x - c -> x + (-c): exact in IEEE and in wrapping integer arithmetic; constants then
-    combine with the add chain (x + 1 - 1 -> x)."""
+    combine with the add chain (x + 1 - 1 -> x for integers)."""
     x, c = node.inputs
     out = node.outputs[0]
     if not is_constant(c) or is_constant(x) or out.dtype == "bool":

@@ -1,6 +1,6 @@
-"""Elementwise loops on the thread pool (cpu_backend/kernels.py): a large loop runs in chunks,
-each over views of its rows, and gives numpy's answer; a small one and a loop body's stay on
-the calling thread.
+"""Elementwise loops on the thread pool (schedule/pools.py decides, cpu_backend/kernels.py
+emits): a large loop runs in chunks, each over views of its rows, and gives numpy's answer; a
+small one and a loop body's stay on the calling thread.
 
 One program serves every case here, so numba compiles it once.
 """
@@ -48,9 +48,12 @@ def _data(rows, cols, seed):
             g.normal(size=(rows, cols)).astype("float32")]
 
 
-def test_large_loops_are_handed_to_the_pool(program):
+def test_the_loops_the_schedule_pools_are_handed_to_the_pool(program):
+    """One pool call per loop the Program lists (schedule/pools.py), no other."""
     _, _, (fast, _) = program
-    assert ("parallel_range" in fast._runner.text) == parallel_rows()
+    calls = re.findall(r"parallel_range\d*\(", fast._runner.text)
+    assert len(calls) == (len(fast.program.pooled) if parallel_rows() else 0)
+    assert len(fast.program.pooled) == 6
 
 
 @pytest.mark.parametrize("rows,cols", [(700, 400), (3, 100_000), (1, 300_000), (0, 5),
@@ -125,7 +128,7 @@ def test_a_shared_kernel_takes_its_rows_from_the_pool():
 
 def test_a_program_with_a_matrix_product_keeps_its_loops_on_one_thread():
     """OpenBLAS's threads spin after each product and hold the other core: a pooled loop
-    gains nothing there (see codegen.ProgramSource.pools_elementwise)."""
+    gains nothing there (the scheduler's decision, schedule/pools.py)."""
     x = vg.tensor("x", shape=(None, None), dtype="float32")
     fast, ref = compile_pair([x], [vg.tanh(x @ x)])
     assert "parallel_range" not in fast._runner.text

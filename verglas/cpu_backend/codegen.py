@@ -20,8 +20,6 @@ from verglas.cpu_backend.kernels import HELPER_REFS, EmitContext, emit
 from verglas.cpu_backend.rowfusion import emit_row_group
 from verglas.cpu_backend.shape_reads import read_lengths_once
 from verglas.cpu_backend.storage import Storage
-from verglas.cpu_backend.threads import parallel_rows
-from verglas.ops.linalg import MatMul
 from verglas.schedule.program import Step
 from verglas.schedule.repeats import Repeat
 from verglas.source import Emitter, any_of
@@ -492,13 +490,6 @@ class StepContext(EmitContext):
 
 
 
-def _calls_blas(program) -> bool:
-    """Whether `program` or a sub-program of it has a matrix product (a BLAS call)."""
-    return any(isinstance(step.node.op, MatMul)
-               or (step.sub_program is not None and _calls_blas(step.sub_program))
-               for step in program.steps)
-
-
 def _body_copies(program) -> set:
     """The outputs of a sub-program returned as copies: all but the temporaries it computes
     (each once), not views or inplace results."""
@@ -532,7 +523,6 @@ def generate(program, name: str = "program", parent: ProgramSource | None = None
     src = ProgramSource(name) if parent is None else parent.child(name)
     if parent is None:
         src.specialized = program.variant == "specialized"
-        src.pools_elementwise = parallel_rows() and not _calls_blas(program)
     src.shared_ops = program.shared_kernels()  # (the scheduler's decision)
     src.large = sum(1 for st in program.steps if st.node.outputs
                     and st.node.outputs[0].ndim >= 1) >= LARGE_FUNCTION_STEPS

@@ -26,6 +26,7 @@ from verglas.cpu_backend.intrinsics import (RAISE_IF, RuntimeBroadcast, broadcas
                                             ws_add, ws_carve, ws_reserve, ws_take)
 from verglas.cpu_backend.vmath import FASTMATH, VMATH
 from verglas.cpu_backend.loop_chunks import call_kernel, chunk_views, share_loop
+from verglas.cpu_backend.threads import parallel_rows
 from verglas.ops import scalar as s
 from verglas.ops.elemwise import Elemwise
 from verglas.cpu_backend.vmath_ops import smul
@@ -339,6 +340,11 @@ class EmitContext(source.EmitContext):
         """Whether 0-d elementwise results stay scalar locals rather than arrays."""
         return False
 
+    def pool_work(self) -> int | None:
+        """Eighths of a work unit per element when the thread pool shares out this step's
+        loop (the scheduler's decision, schedule/pools.py, where a safe pool is there)."""
+        return self.program.pool_work(self.step.index) if parallel_rows() else None
+
 
 class KernelContext(EmitContext):
     """A step's emitter writing the body of a shared kernel function (one per distinct op and
@@ -351,9 +357,13 @@ class KernelContext(EmitContext):
         self.program = parent.program
         self._contiguous = contiguous
         self._inplace = dict(getattr(parent.op, "inplace_pattern", ()))
+        self._pool_work = parent.pool_work()  # (the kernel's key holds it)
         # how the kernel's loop is shared out (see loop_chunks.share_loop): None, or ('flat' | 'first',
         # work per element); then it takes the chunk's rows `lo, hi` first
         self.pooled = None
+
+    def pool_work(self) -> int | None:
+        return self._pool_work
 
     def alloc(self, j, shape_expr):
         # an inplace output is its input parameter: one pointer, so LLVM sees the aliasing
@@ -433,7 +443,8 @@ def _emit_elemwise_shared(op, ctx, arrays, sources, modes) -> None:
     # (the op does not say its input dtypes: one clip may take a uint16 bound here, a float64
     # one there; the scalar groups of a kernel are typed by its first call site)
     key = (op, tuple(v.type.dtype for v in node.inputs), ndim,
-           tuple((i, tuple(modes[i]), contiguous[i]) for i, _ in arrays), tuple(sorted(sources)))
+           tuple((i, tuple(modes[i]), contiguous[i]) for i, _ in arrays), tuple(sorted(sources)),
+           ctx.pool_work())
     entry = ctx.src.shared_kernels.get(key)
     if entry is None:
         name = ctx.src.emitter.fresh("kern")
@@ -588,8 +599,8 @@ def _emit_elemwise_proven(op, ctx, arrays, scalars, modes, dims=None, loops=None
         _elemwise_body(ctx, op, scalars, lambda i: f"{names[i]}[()]",
                        [f"{o}[()]" for o in outs], loops)
         return
-    # large loops run on the thread pool (not a loop body's: its steps are small)
-    pooled = ctx.src.root.pools_elementwise and not ctx.keeps_scalars()
+    work = ctx.pool_work()  # large loops run on the thread pool (the scheduler's pools.py)
+    pooled = work is not None
     flat = all(m == "full" for mode in modes.values() for m in mode) and all(
         ctx.is_contiguous(i) or names[i] != ctx.inp(i) for i, _ in arrays)
     if flat:
@@ -624,7 +635,7 @@ def _emit_elemwise_proven(op, ctx, arrays, scalars, modes, dims=None, loops=None
         with ctx.indent():
             _elemwise_body(ctx, op, scalars, lambda i: f"{chunk[flats[i]]}[{idx}]",
                            [f"{chunk[fo]}[{idx}]" for fo in oflat], loops)
-        share_loop(ctx, start, size, size, setup, op, "flat", isinstance(ctx, KernelContext))
+        share_loop(ctx, start, size, size, setup, work, "flat", isinstance(ctx, KernelContext))
         return
     loop_vars = [ctx.fresh("i") for _ in range(ndim)]
     setup, rows, size = [], dims[0], " * ".join(dims)
@@ -648,7 +659,7 @@ def _emit_elemwise_proven(op, ctx, arrays, scalars, modes, dims=None, loops=None
     _elemwise_body(ctx, op, scalars, index_of, [f"{o}{out_idx}" for o in outs], loops)
     ctx.em.depth -= ndim
     if pooled:
-        share_loop(ctx, start, rows, size, setup, op, "first", isinstance(ctx, KernelContext))
+        share_loop(ctx, start, rows, size, setup, work, "first", isinstance(ctx, KernelContext))
 
 
 def _inplace_inputs(ctx, arrays) -> dict[int, int]:

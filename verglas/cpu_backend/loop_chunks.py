@@ -8,22 +8,8 @@ wraparound check on the index, and LLVM did not vectorize it (5x slower measured
 from __future__ import annotations
 
 from verglas.cpu_backend.parallel_for import call_on_pool, parallel_range
-from verglas.cpu_backend.vmath import VMATH
 
-__all__ = ["element_work", "chunk_views", "share_loop", "call_kernel"]
-
-# per element of an elementwise loop, in eighths of parallel_for's work units: a vector math
-# function (~0.3-1 ns per element) costs 8, any other operation 1. Measured here with a pool
-# hand-off of ~5 us: a product by a constant gains on two threads from ~250k elements
-# (1M: 112 -> 60 us), tanh from ~30k (1M: 425 -> 227 us).
-_VMATH_NAMES = frozenset(name for name, _ in VMATH)
-
-
-def element_work(op) -> int:
-    """Eighths of work units (see parallel_for.SERIAL_WORK) per element of Elemwise `op`."""
-    graph = getattr(op.scalar_op, "fgraph", None)
-    ops = [node.op for node in graph.apply_nodes] if graph is not None else [op.scalar_op]
-    return sum(8 if getattr(o, "op_name", None) in _VMATH_NAMES else 1 for o in ops)
+__all__ = ["chunk_views", "share_loop", "call_kernel"]
 
 
 def chunk_views(ctx, arrays) -> tuple[dict[str, str], list[str]]:
@@ -35,37 +21,33 @@ def chunk_views(ctx, arrays) -> tuple[dict[str, str], list[str]]:
     return views, [f"{view} = {name}[lo:hi]" for name, view in views.items()]
 
 
-def share_loop(ctx, start: int, rows: str, size: str, setup: list[str], op, kind: str,
+def share_loop(ctx, start: int, rows: str, size: str, setup: list[str], work: int, kind: str,
                in_kernel: bool) -> None:
     """Share out the loop emitted since line `start` (over the chunk views `setup` makes) of
-    `size` elements in `rows` rows. A step's loop moves into a function the pool runs over
-    chunks of the rows; a shared kernel's (`in_kernel`) stays, the kernel takes `lo, hi` and
-    its call sites hand it to the pool (ctx.pooled: how its rows are counted, `kind` 'flat'
-    for elements or 'first' for the first axis, and its work per element)."""
+    `size` elements in `rows` rows, `work` eighths of a work unit each (the scheduler's,
+    schedule/pools.py). A step's loop moves into a function the pool runs over chunks of the
+    rows; a shared kernel's (`in_kernel`) stays, the kernel takes `lo, hi` and its call sites
+    hand it to the pool (ctx.pooled: how its rows are counted, `kind` 'flat' for elements or
+    'first' for the first axis, and its work per element)."""
     if in_kernel:
         header = ctx.em.lines[start]
         indent = header[:len(header) - len(header.lstrip())]
         ctx.em.lines[start:start] = [indent + line for line in setup]
-        ctx.pooled = (kind, element_work(op))
+        ctx.pooled = (kind, work)
         return
     loop = ctx.em.lines[start:]
     del ctx.em.lines[start:]
-    call_on_pool(ctx.src, ctx.em, setup, loop, rows, f"{size} * {element_work(op)} // 8")
+    call_on_pool(ctx.src, ctx.em, setup, loop, rows, f"{size} * {work} // 8")
 
 
 def call_kernel(ctx, name: str, args: list[str], pooled, dims: list[str]) -> None:
     """Emit a step's call of shared kernel `name` on `args`: handed to the pool over its rows
-    where the kernel takes them (`pooled`, see share_loop; `dims` the step's lengths), on
-    this thread with all its rows in a loop body's step."""
+    where the kernel takes them (`pooled`, see share_loop; `dims` the step's lengths)."""
     if pooled is None:
         ctx.line(ctx.src.callee_call(name, args))
         return
     kind, work = pooled
     rows, size = (dims[0] if kind == "first" else " * ".join(dims)), " * ".join(dims)
-    if ctx.keeps_scalars():  # (a loop body's step)
-        ctx.line(ctx.src.callee_call(name, ["zo", rows, *args]))
-        ctx.src.uses_zero = True
-        return
     ctx.src.root.parallel = True
     call = ctx.src.add_global("parallel_range", parallel_range)
     ctx.line(f"{call}({name}, {rows}, {size} * {work} // 8, ({''.join(a + ', ' for a in args)}))")

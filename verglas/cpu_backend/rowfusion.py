@@ -62,7 +62,8 @@ def emit_row_group(group, contexts) -> None:
             return f"{row_views[bid]}[{col}]"
         return f"{name}[{row}, {col}]"
 
-    parallel = parallel_rows()
+    work = program.pool_work(group.first) if parallel_rows() else None  # (pools.py)
+    parallel = work is not None
     scratch_lines: list[str] = []  # allocations of the scratch rows, before the loop
     row_aliases: dict[int, int] = {}  # row-local buffer -> the one whose storage it takes over
     scratch: list[int] = []  # row-local buffers with a scratch row of their own
@@ -229,9 +230,13 @@ def emit_row_group(group, contexts) -> None:
         loop = em.lines[loop_start:]
         del em.lines[loop_start:]
         cols = next((c for c in cols_of.values() if c != "1"), "1")
-        work = f"{rows} * {cols}"
-        call_on_pool(ctx0.src, em, scratch_lines, loop, rows, work)
+        call_on_pool(ctx0.src, em, scratch_lines, loop, rows, _work(rows, cols, work))
     ctx0._names.update(renamed)  # later steps see the (rows..., C) arrays again
+
+
+def _work(rows: str, cols: str, eighths: int) -> str:
+    """The expression of the group's work units (`eighths` of one per element)."""
+    return f"{rows} * {cols}" + ("" if eighths == 8 else f" * {eighths} // 8")
 
 
 def _check_assumed(ctx, arrays, cols, cols_of, lead, renamed) -> None:

@@ -12,6 +12,7 @@ from verglas.ops.scan import Scan
 from verglas.schedule.liveness import liveness
 from verglas.schedule.loops import body_input_names, plan_loop
 from verglas.schedule.memory import plan_memory
+from verglas.schedule.pools import has_products, pooled_loops
 from verglas.schedule.reduce_maps import reduce_maps
 from verglas.schedule.program import Buffer, Program, Step, shared_ops
 from verglas.schedule.repeats import repeats
@@ -22,11 +23,15 @@ from verglas.schedule.variants import adopted_steps, broadcast_checks, specializ
 __all__ = ["lower"]
 
 
-def lower(graph, input_names=(), _cache=None, loop_body: bool = False) -> Program:
+def lower(graph, input_names=(), _cache=None, loop_body: bool = False,
+          _products: bool | None = None) -> Program:
     """The Program of `graph`; inner-graph ops get a sub-Program, one per distinct op (a
     Scan's is a `loop_body`: its outputs are copied out, or computed into their rows, by the
-    loop, so they need no arrays of their own)."""
+    loop, so they need no arrays of their own). `_products`: whether the whole program, its
+    inner graphs included, has matrix products (pools.py)."""
     cache = {} if _cache is None else _cache
+    if _products is None:
+        _products = has_products(graph)
     buffers: list[Buffer] = []
     index: dict = {}
 
@@ -65,7 +70,8 @@ def lower(graph, input_names=(), _cache=None, loop_body: bool = False) -> Progra
             if sub is None:
                 body = isinstance(node.op, Scan)
                 names = body_input_names(node.op.layout) if body else ()
-                sub = cache[node.op] = lower(inner, names, cache, loop_body=body)
+                sub = cache[node.op] = lower(inner, names, cache, loop_body=body,
+                                             _products=_products)
         steps.append(Step(len(steps), node, tuple(in_ids), tuple(out_ids), sub, tuple(element),
                           plan_loop(node.op, sub) if sub is not None else None))
     for var in graph.outputs:
@@ -88,10 +94,12 @@ def lower(graph, input_names=(), _cache=None, loop_body: bool = False) -> Progra
     # the general variant: any dim may broadcast at run time, planned with the symbolic sizes;
     # the specialized one: its checked steps may join row groups, and a slot may be shared
     # between sizes its checks take to be equal (variants.py)
+    pools = not (_products or loop_body)  # (elementwise loops on the pool: pools.py)
     general = _arrange(steps, buffers, outputs, shapes, base_of, frozenset(),
-                       _own_sizes(steps, shapes.size_of))
+                       _own_sizes(steps, shapes.size_of), frozenset(checks), pools)
     plan = _arrange(steps, buffers, outputs, shapes, base_of, frozenset(checks),
-                    _own_sizes(steps, specialized_sizes(steps, shapes, checks, len(buffers))))
+                    _own_sizes(steps, specialized_sizes(steps, shapes, checks, len(buffers))),
+                    frozenset(), pools)
     general.pop("shares")
     in_runs = {k for r in plan["repeats"] for k in range(r.first, r.last_step + 1)}
     owned = () if loop_body else tuple(b.id for b in buffers if b.is_output)  # (given too)
@@ -138,10 +146,13 @@ def _own_sizes(steps, size_of):
     return lambda b: own[b] if b in own else size_of(b)
 
 
-def _arrange(steps, buffers, outputs, shapes, base_of, assumed, size_of) -> dict:
+def _arrange(steps, buffers, outputs, shapes, base_of, assumed, size_of, unchecked,
+             pools) -> dict:
     """What runs together and where it is stored, for one variant: row groups (`assumed`:
     the steps whose broadcasting is checked at run time), fused maps, liveness, the memory
-    plan by `size_of` and the repeats: the Program's fields of those names."""
+    plan by `size_of`, the repeats and the loops on the thread pool (`unchecked`: the steps
+    broadcasting at run time; `pools`: elementwise loops may be): the Program's fields of
+    those names."""
     groups = row_groups(steps, buffers, outputs, shapes, assumed)
     grouped = {s.index for g in groups for s in g.steps}
     maps = reduce_maps(steps, outputs, shapes, grouped)
@@ -172,6 +183,7 @@ def _arrange(steps, buffers, outputs, shapes, base_of, assumed, size_of) -> dict
     return {"groups": tuple(groups), "reduce_maps": maps, "live": tuple(live),
             "slots": tuple(slots), "slot_specs": tuple(specs),
             "repeats": tuple(repeats(steps, buffers, outputs, slots, shapes, fused)),
+            "pooled": pooled_loops(steps, groups, maps, unchecked, pools),
             "shares": frozenset(shares)}
 
 

@@ -117,6 +117,9 @@ class Program:
     # between sizes only its checks make equal (lower.py: groups, reduce_maps, live, slots,
     # slot_specs, repeats)
     general_plan: tuple = ()
+    # (step index, eighths of a work unit per element): the loops a thread pool shares out
+    # when large, a row group's under its first step (pools.py)
+    pooled: tuple[tuple[int, int], ...] = ()
 
     def with_input_names(self, names) -> Program:
         """This Program with `names` for its inputs when printing (self when they are its own):
@@ -167,6 +170,11 @@ class Program:
         grouped |= {k for r in self.repeats for k in range(r.first + r.period, r.last_step + 1)}
         grouped |= {k for pair in self.reduce_maps for k in pair}  # (code of their own)
         object.__setattr__(self, "_shared", shared_ops(self.steps, grouped))
+
+    def pool_work(self, index: int) -> int | None:
+        """Eighths of a work unit per element of the loop of step `index` (a row group's
+        first) when a thread pool may share it out, else None (pools.py)."""
+        return dict(self.pooled).get(index)
 
     def shared_kernels(self) -> dict:
         """{op: its steps} for the elementwise (over arrays) and reduction (over matrices and up)
@@ -297,7 +305,8 @@ class Program:
                              f"iterations 2-{unit.count}" + (f"; after it {ends}" if ends else ""))
                 continue
             lines.append(f"  {unit.first:3d}-{unit.last}  one loop over "
-                         f"{' * '.join(self.shapes.dim_str(d) for d in unit.rows)} rows:")
+                         f"{' * '.join(self.shapes.dim_str(d) for d in unit.rows)} rows"
+                         f"{self._pool_str(unit.first)}:")
             for step in unit.steps:
                 lines.append(f"       {step.index:3d}  {self._step_str(step, unit)}")
         lines.append("  out  " + ", ".join(self.buffer_str(b) for b in self.outputs))
@@ -364,4 +373,10 @@ class Program:
             where = f"  (in the loop of {group.inlined[step.index]})"
         elif group is not None and step.index in group.riding:
             where = f"  (in the loop of {group.riding[step.index]})"
-        return f"{', '.join(outs)} = {step.node.op}({ins}){sub}{where}"
+        pool = self._pool_str(step.index) if group is None else ""
+        return f"{', '.join(outs)} = {step.node.op}({ins}){sub}{where}{pool}"
+
+    def _pool_str(self, index: int) -> str:
+        """How the pool may share out step `index`'s loop (pools.py), or ''."""
+        work = self.pool_work(index)
+        return "" if work is None else f"  [pooled when large: {work / 8:g} work per element]"

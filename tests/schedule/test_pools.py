@@ -1,0 +1,61 @@
+"""The scheduler's thread-pool decisions (schedule/pools.py), read from the Program: which
+loops a pool may share out and the work each element costs. The CPU backend's code for them
+is tested in tests/cpu_backend/test_pooled_elemwise.py."""
+
+from __future__ import annotations
+
+import verglas as vg
+from tests.schedule.test_scheduler import program_of
+from verglas.ops.elemwise import Elemwise
+
+
+def _elementwise(program):
+    return {s.index for s in program.steps
+            if isinstance(s.node.op, Elemwise) and s.node.outputs[0].ndim >= 1}
+
+
+def test_elementwise_loops_and_row_groups_are_pooled_with_their_work():
+    x = vg.tensor("x", shape=(None, None), dtype="float32")
+    v = vg.tensor("v", shape=(None,), dtype="float32")
+    program = program_of([x, v], [vg.tanh(v) * 2 + 1, vg.softmax(x, axis=1), v * 3])
+    (group,) = program.groups
+    assert program.pool_work(group.first) == 8
+    works = sorted(program.pool_work(k) for k in _elementwise(program)
+                   if k not in {s.index for s in group.steps})
+    assert works == [1, 10]  # v * 3: one cheap op; tanh(v) * 2 + 1: tanh (8) and two more
+    text = str(program)
+    assert "rows  [pooled when large: 1 work per element]:" in text
+    assert "[pooled when large: 1.25 work per element]" in text
+
+
+def test_a_program_with_a_product_pools_only_its_row_groups():
+    """OpenBLAS's threads hold the other cores after a product (pools.py), in the program and
+    in its inner graphs."""
+    x = vg.tensor("x", shape=(None, None), dtype="float32")
+    program = program_of([x], [vg.tanh(x @ x) + 1, vg.exp(x) * 2, vg.softmax(x, axis=1)])
+    assert [k for k, _ in program.pooled] == [g.first for g in program.groups]
+    inner_x = vg.tensor("ix", shape=(None, None), dtype="float32")
+    layer = vg.OpFromGraph([inner_x], [inner_x @ inner_x])
+    program = program_of([x], [layer(x) + 1, vg.exp(x) * 2])
+    assert program.pooled == ()
+
+
+def test_a_loop_body_keeps_its_elementwise_steps_on_one_thread():
+    x = vg.tensor("x", shape=(None, None), dtype="float64")
+    h0 = vg.tensor("h0", shape=(None,), dtype="float64")
+    hs = vg.scan(lambda x_t, h: vg.tanh(h * 0.5 + x_t), sequences=x, outputs_info=h0)
+    program = program_of([x, h0], [hs])
+    (scan_step,) = [s for s in program.steps if s.sub_program is not None]
+    body = scan_step.sub_program
+    assert _elementwise(body) and body.pooled == ()
+
+
+def test_the_general_variant_pools_no_loop_that_broadcasts_at_run_time():
+    x = vg.tensor("x", shape=(None, None), dtype="float64")
+    v = vg.tensor("v", shape=(None,), dtype="float64")
+    program = program_of([x, v], [vg.exp(x) + v, vg.exp(v) * 2])
+    (checked,) = program.broadcast_checks
+    assert program.pool_work(checked) == 9
+    general = program.general()
+    assert general.pool_work(checked) is None
+    assert sorted(general.pooled) == sorted(p for p in program.pooled if p[0] != checked)

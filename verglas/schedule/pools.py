@@ -1,0 +1,69 @@
+"""Which loops a thread pool shares out when they are large, and what each element costs.
+
+Decided here, not in a backend, so that `print(f.program)` shows it: the CPU backend runs
+these loops in chunks on numba's thread pool when their work passes its serial threshold
+(cpu_backend/parallel_for.py) and a pool safe under concurrent calls is there; CUDA kernels
+are parallel anyway and ignore it.
+
+- A row group's loop over its rows: one unit of work per element.
+- An elementwise step's loop over arrays, in a program with no matrix product: OpenBLAS's
+  threads spin for ~0.1 s after each product and hold the other cores, so loops handed to a
+  second pool there ran no faster (measured: the transformer block, 12.06 ms pooled against
+  11.92 ms serial) and cost compile time. Not in a loop body (its steps are small, and run
+  once per step of the loop), not a step the general variant broadcasts at run time (its
+  loop indexes by run-time strides), not one a reduction computes in its own loop, and not
+  a Composite with runs of like terms (emitted as loops over blocks of elements).
+  An element of an elementary function (exp, tanh, pow, ...) costs one unit, any other
+  operation an eighth.
+"""
+
+from __future__ import annotations
+
+from verglas.ops import scalar as s
+from verglas.ops.elemwise import Elemwise
+from verglas.ops.linalg import MatMul
+from verglas.scalar_code import term_runs
+
+__all__ = ["pooled_loops", "has_products", "GROUP_WORK"]
+
+# eighths of a work unit per element
+GROUP_WORK = 8
+_ELEMENTARY = (s.Exp, s.Expm1, s.Log, s.Log1p, s.Sin, s.Cos, s.Tan, s.Tanh, s.Sigmoid,
+               s.Softplus, s.Erf, s.Pow)
+
+
+def has_products(graph) -> bool:
+    """Whether `graph` or an inner graph of it has a matrix product."""
+    return any(isinstance(node.op, MatMul)
+               or (node.op.inner_graph is not None and has_products(node.op.inner_graph))
+               for node in graph.apply_nodes)
+
+
+def element_work(op) -> int:
+    """Eighths of a work unit per element of the Elemwise `op`."""
+    graph = getattr(op.scalar_op, "fgraph", None)
+    ops = [node.op for node in graph.apply_nodes] if graph is not None else [op.scalar_op]
+    return sum(8 if isinstance(o, _ELEMENTARY) else 1 for o in ops)
+
+
+def pooled_loops(steps, groups, fused_maps, unchecked, elementwise: bool) -> tuple:
+    """((step index, eighths of work per element), ...): the loops the pool may share out, a
+    row group's under its first step. `elementwise`: this program's elementwise loops may be
+    pooled (no products, not a loop body); `unchecked`: steps whose broadcasting is known
+    only at run time in this variant; `fused_maps` (reduction, producer) pairs."""
+    pooled = [(g.first, GROUP_WORK) for g in groups]
+    if elementwise:
+        grouped = {st.index for g in groups for st in g.steps}
+        fused = {p for _, p in fused_maps}
+        for step in steps:
+            op = step.node.op
+            if (isinstance(op, Elemwise) and step.node.outputs[0].ndim >= 1
+                    and step.index not in grouped | fused | unchecked
+                    and not _has_term_runs(op)):
+                pooled.append((step.index, element_work(op)))
+    return tuple(sorted(pooled))
+
+
+def _has_term_runs(op) -> bool:
+    graph = getattr(op.scalar_op, "fgraph", None)
+    return graph is not None and bool(term_runs(graph))

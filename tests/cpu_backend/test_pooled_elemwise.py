@@ -134,3 +134,22 @@ def test_a_program_with_a_matrix_product_keeps_its_loops_on_one_thread():
     assert "parallel_range" not in fast._runner.text
     data = rng(4).normal(size=(300, 300)).astype("float32") / 10
     np.testing.assert_allclose(fast(data)[0], ref(data)[0], rtol=2e-5, atol=1e-6)
+
+
+def test_a_loop_of_term_runs_is_pooled_in_blocks_per_chunk():
+    """A sum of like terms a[i] * sin(x + i) loops over its terms in blocks of elements
+    (scalar_code.ElementBlock); pooled, each chunk allocates its own blocks' scratch."""
+    x = vg.tensor("x", shape=(None,), dtype="float64")
+    a = vg.tensor("a", shape=(None,), dtype="float64")
+    acc = a[0] * vg.sin(x)
+    for i in range(1, 12):
+        acc = acc + a[i] * vg.sin(x + i) * vg.cos(x * i)
+    fast, ref = compile_pair([x, a], [acc])
+    assert len(fast.program.pooled) == 1
+    src = fast._runner.text
+    if parallel_rows():
+        (rows_fn,) = re.findall(r"\ndef (rows\d*)\(lo, hi, ", src)
+        assert re.search(rf"parallel_range\d*\({rows_fn}, ", src)
+    for n in (50_000, 1001, 0):
+        data = [np.linspace(-3, 3, n), np.arange(12.0) / 7]
+        np.testing.assert_allclose(fast(*data)[0], ref(*data)[0], rtol=1e-12, atol=1e-12)

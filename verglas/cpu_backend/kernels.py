@@ -619,23 +619,22 @@ def _emit_elemwise_proven(op, ctx, arrays, scalars, modes, dims=None, loops=None
         flats = {i: flat_view(name, "f") for i, name in arrays}
         same = _inplace_inputs(ctx, arrays)
         oflat = [flats[same[j]] if j in same else flat_view(o, "fo") for j, o in enumerate(outs)]
-        idx = ctx.fresh("i")
+        idx, count = ctx.fresh("i"), size
+        if pooled:  # each chunk over views of its elements (loop_chunks.py)
+            chunk, setup = chunk_views(ctx, [*flats.values(), *oflat])
+            flats, oflat = {i: chunk[f] for i, f in flats.items()}, [chunk[fo] for fo in oflat]
+            count = "hi - lo"
+        start = len(ctx.em.lines)
         if loops is not None and loops.plan(op.scalar_op.fgraph):
-            _emit_blocked(ctx, op, scalars, flats, oflat, size, idx, loops)
-            return
-        if not pooled:
-            ctx.line(f"for {idx} in range({size}):")
+            _emit_blocked(ctx, op, scalars, flats, oflat, count, idx, loops)
+        else:
+            ctx.line(f"for {idx} in range({count}):")
             with ctx.indent():
                 _elemwise_body(ctx, op, scalars, lambda i: f"{flats[i]}[{idx}]",
                                [f"{fo}[{idx}]" for fo in oflat], loops)
-            return
-        chunk, setup = chunk_views(ctx, [*flats.values(), *oflat])  # (loop_chunks.py)
-        start = len(ctx.em.lines)
-        ctx.line(f"for {idx} in range(hi - lo):")
-        with ctx.indent():
-            _elemwise_body(ctx, op, scalars, lambda i: f"{chunk[flats[i]]}[{idx}]",
-                           [f"{chunk[fo]}[{idx}]" for fo in oflat], loops)
-        share_loop(ctx, start, size, size, setup, work, "flat", isinstance(ctx, KernelContext))
+        if pooled:
+            share_loop(ctx, start, size, size, setup, work, "flat",
+                       isinstance(ctx, KernelContext))
         return
     loop_vars = [ctx.fresh("i") for _ in range(ndim)]
     setup, rows, size = [], dims[0], " * ".join(dims)

@@ -11,8 +11,7 @@ are parallel anyway and ignore it.
   second pool there ran no faster (measured: the transformer block, 12.06 ms pooled against
   11.92 ms serial) and cost compile time. Not in a loop body (its steps are small, and run
   once per step of the loop), not a step the general variant broadcasts at run time (its
-  loop indexes by run-time strides), not one a reduction computes in its own loop, and not
-  a Composite with runs of like terms (emitted as loops over blocks of elements).
+  loop indexes by run-time strides), and not one a reduction computes in its own loop.
   An element of an elementary function (exp, tanh, pow, ...) costs one unit, any other
   operation an eighth.
 """
@@ -22,7 +21,6 @@ from __future__ import annotations
 from verglas.ops import scalar as s
 from verglas.ops.elemwise import Elemwise
 from verglas.ops.linalg import MatMul
-from verglas.scalar_code import term_runs
 
 __all__ = ["pooled_loops", "has_products", "GROUP_WORK"]
 
@@ -58,12 +56,6 @@ def pooled_loops(steps, groups, fused_maps, unchecked, elementwise: bool) -> tup
         for step in steps:
             op = step.node.op
             if (isinstance(op, Elemwise) and step.node.outputs[0].ndim >= 1
-                    and step.index not in grouped | fused | unchecked
-                    and not _has_term_runs(op)):
+                    and step.index not in grouped | fused | unchecked):
                 pooled.append((step.index, element_work(op)))
     return tuple(sorted(pooled))
-
-
-def _has_term_runs(op) -> bool:
-    graph = getattr(op.scalar_op, "fgraph", None)
-    return graph is not None and bool(term_runs(graph))

@@ -2,6 +2,7 @@
 negative axes, dtypes, layouts, empty and size-1 dimensions, NaN/Inf, argmax ties, cumsum."""
 
 import functools
+import re
 
 import numpy as np
 import pytest
@@ -80,6 +81,35 @@ def test_argmax_ties_and_nan():
     b = np.array([[[1, 3, 3, 0], [2, 2, 2, 2], [-1, 5, 5, -1]]], dtype="int32")
     inputs, outs = extrema("int32")
     compare_backend(inputs, outs, [b])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int8", "uint64"])
+def test_argmax_over_blocks_of_long_rows(dtype):
+    """Rows longer than a block (reduce_kernels.ARG_BLOCK): the extremum in a later block, a
+    tie across blocks (the first wins), -0.0 before 0.0 in another block (they tie), a NaN
+    in a later block after an earlier maximum; strided and reversed rows."""
+    from verglas.cpu_backend.reduce_kernels import ARG_BLOCK
+    n = 2 * ARG_BLOCK + 37
+    x = vg.tensor("x", shape=(None, None), dtype=dtype)
+    outs = [vg.argmax(x, axis=1), vg.argmin(x, axis=1), vg.argmax(x), vg.argmin(x, axis=0)]
+    g = rng(7)
+    if dtype.startswith("float"):
+        a = g.normal(size=(6, n)).astype(dtype)
+        a[1, [5, ARG_BLOCK + 3]] = 9.0  # a tie across blocks
+        a[2, :] = -1.0
+        a[2, [ARG_BLOCK + 1, 2 * ARG_BLOCK + 4]] = [-0.0, 0.0]
+        a[3, [4, ARG_BLOCK + 9]] = [50.0, np.nan]
+        a[4, n - 1] = np.inf
+        a[5, :] = np.nan
+    else:
+        info = np.iinfo(dtype)
+        a = g.integers(info.min, info.max, size=(6, n), dtype=dtype, endpoint=True)
+        a[1, [5, ARG_BLOCK + 3]] = info.max
+        a[2, [7, 2 * ARG_BLOCK + 1]] = info.min
+    for layout in ("C", "reversed", "strided"):
+        compare_backend([x], outs, [with_layout(a, layout)])
+    f = vg.compile([x], outs[:1])
+    assert re.search(r"= argmax_(f32|f64|int)\d*\(", f.source())
 
 
 @pytest.mark.parametrize("shape", [(0, 3, 2), (3, 0, 2), (2, 3, 0)])

@@ -324,6 +324,70 @@ def _emit_reduce_inline(op, ctx) -> None:
     ctx.em.depth -= lead
 
 
+# Argmax/Argmin of a row of floats or integers in blocks: each block's extremum is an order-key
+# reduction LLVM vectorizes (as Max's), a block holding a NaN answers with its first NaN
+# (numpy's), a block whose extremum beats the best so far (strictly: the first of equals wins)
+# becomes the best, and the answer is the first element of the best block equal to its
+# extremum (float ==: -0.0 and 0.0 tie, as under numpy's comparisons). The loop of scalar
+# compares it replaces ran at ~4 ns per element (18 ms for 4096 x 1024 float32, numpy 0.34 ms).
+ARG_BLOCK = 256
+
+
+@_jit_inline
+def _same(x):
+    return x
+
+
+def _arg_extremum(name: str, key, value, greater: bool):
+    def row(x):
+        best, best_block = x[0], 0
+        for start in range(0, x.shape[0], ARG_BLOCK):
+            block = x[start:start + ARG_BLOCK]  # (a loop from 0 over a view vectorizes)
+            acc = key(block[0])
+            nan = False
+            for k in range(block.shape[0]):
+                q = key(block[k])
+                if greater:
+                    acc = q if q > acc else acc
+                else:
+                    acc = q if q < acc else acc
+                nan = nan | (block[k] != block[k])
+            if nan:
+                for k in range(block.shape[0]):
+                    if block[k] != block[k]:
+                        return start + k
+            m = value(acc)
+            if start == 0 or (m > best if greater else m < best):
+                best, best_block = m, start
+        block = x[best_block:best_block + ARG_BLOCK]
+        for k in range(block.shape[0]):
+            if block[k] == best:
+                return best_block + k
+        return best_block
+
+    row.__name__ = row.__qualname__ = name
+    return register_helper(numba.njit(error_model="numpy")(row))
+
+
+_ARG_ROWS = {(kind, greater): _arg_extremum(f"arg{'max' if greater else 'min'}_{kind}", k, v,
+                                            greater)
+             for kind, k, v in (("f32", order_key32, order_value32),
+                                ("f64", order_key64, order_value64), ("int", _same, _same))
+             for greater in (True, False)}
+
+
+def _arg_row_helper(ctx, op, dtype: str):
+    """The blocked row helper of Argmax/Argmin `op` over `dtype`, or None (float16, complex
+    and bool rows keep the loop of compares)."""
+    kind = {"float32": "f32", "float64": "f64"}.get(dtype)
+    if kind is None and np.dtype(dtype).kind in "iu":
+        kind = "int"
+    if kind is None:
+        return None
+    fn = _ARG_ROWS[kind, not isinstance(op, Argmin)]
+    return ctx.helper(fn.py_func.__name__, fn)
+
+
 @emit.register(Argmax)
 def _emit_argmax(op, ctx) -> None:
     x = ctx.inp(0)
@@ -358,6 +422,12 @@ def _emit_argmax(op, ctx) -> None:
     for d in kept:
         ctx.line(f"for {iv[d]} in range({x}.shape[{d}]):")
         ctx.em.depth += 1
+    helper = _arg_row_helper(ctx, op, ctx.input_var(0).dtype)
+    if helper is not None:
+        row = flat if op.axis is None else reads(":")
+        ctx.line(f"{ov}{_index([iv[d] for d in kept])} = {helper}({row})")
+        ctx.em.depth -= len(kept)
+        return
     best, bi, k, v = ctx.fresh("best"), ctx.fresh("bi"), ctx.fresh("k"), ctx.fresh("t")
     ctx.line(f"{best} = {reads('0')}")
     ctx.line(f"{bi} = 0")

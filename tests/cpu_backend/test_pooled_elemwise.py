@@ -153,3 +153,47 @@ def test_a_loop_of_term_runs_is_pooled_in_blocks_per_chunk():
     for n in (50_000, 1001, 0):
         data = [np.linspace(-3, 3, n), np.arange(12.0) / 7]
         np.testing.assert_allclose(fast(*data)[0], ref(*data)[0], rtol=1e-12, atol=1e-12)
+
+
+@pytest.fixture(scope="module")
+def whole_reductions():
+    x = vg.tensor("x", shape=(None, None), dtype="float32")
+    v = vg.tensor("v", shape=(None,), dtype="float64")
+    n = vg.tensor("n", shape=(None,), dtype="int16")
+    outs = [x.sum(), x.max(), vg.min(x), (x * x).sum(), v.sum(), vg.prod(v), v.max(),
+            n.sum(), n.max(), vg.any(n), vg.all(n)]
+    return [x, v, n], outs, compile_pair([x, v, n], outs)
+
+
+@pytest.mark.parametrize("rows,cols,length", [(1000, 300, 400_000), (3, 200_000, 17),
+                                              (0, 5, 0), (1, 1, 1)])
+def test_whole_array_reductions_in_parts_match_numpy(whole_reductions, rows, cols, length):
+    """A reduction over all axes splits into parts along the first axis (schedule/pools.py):
+    many parts (1000 rows), as many as rows (3), one (a single element), none to take (empty:
+    the identities; max of nothing raises, so max and min run on non-empty arrays only)."""
+    inputs, outs, (fast, _) = whole_reductions
+    assert {k for k, _ in fast.program.pooled} == {
+        s.index for s in fast.program.steps if s.node.op in {o.owner.op for o in outs}}
+    g = rng(5)
+    x = g.normal(size=(rows, cols)).astype("float32")
+    v = np.exp(g.normal(size=length) / length ** 0.5) if length else np.zeros(0)
+    n = g.integers(-300, 300, size=length).astype("int16")
+    if x.size > 10:
+        x.flat[[7, x.size - 3]] = [50.0, -60.0]
+    if rows == 0:
+        with pytest.raises(ValueError):
+            fast(x, v, n)
+        return
+    got = fast(x, v, n)
+    want = [x.sum(dtype="float64"), x.max(), x.min(), (x.astype("float64") ** 2).sum(),
+            v.sum(), v.prod(), v.max() if length else None, n.sum(),
+            n.max() if length else None, n.any(), n.all()]
+    for k, (g_, w) in enumerate(zip(got, want)):
+        if w is None:
+            continue
+        np.testing.assert_allclose(np.float64(g_), np.float64(w), rtol=1e-5 if k < 4 else 1e-12)
+    x[rows // 2, 0] = np.nan
+    got = fast(x, v, n)
+    assert np.isnan(got[0]) and np.isnan(got[1]) and np.isnan(got[2])
+    src = fast._runner.text
+    assert ("parallel_range" in src) == parallel_rows()

@@ -59,3 +59,14 @@ def test_the_general_variant_pools_no_loop_that_broadcasts_at_run_time():
     general = program.general()
     assert general.pool_work(checked) is None
     assert sorted(general.pooled) == sorted(p for p in program.pooled if p[0] != checked)
+
+
+def test_whole_array_reductions_are_pooled_and_partial_ones_are_not():
+    """A reduction over every axis splits into parts (pools.py); its work counts the
+    elementwise step it computes in its loop. One over some axes keeps its loop."""
+    x = vg.tensor("x", shape=(None, None), dtype="float32")
+    program = program_of([x], [x.sum(), vg.sum(vg.exp(x)), x.max(axis=0)])
+    reductions = [s for s in program.steps if type(s.node.op).__name__ in ("Sum", "Max")]
+    assert [program.pool_work(s.index) for s in reductions] == [1, 9, None]  # exp: 8 + 1
+    product = program_of([x], [(x @ x).sum()])
+    assert product.pooled == ()

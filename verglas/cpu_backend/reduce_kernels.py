@@ -7,15 +7,20 @@ other reduced axes accumulate into the output.
 
 from __future__ import annotations
 
+import copy
+
 import numba
 import numpy as np
 
 from verglas.cpu_backend.dtypes import cast_expr, np_dtype
-from verglas.cpu_backend.intrinsics import reshaped
+from verglas.cpu_backend.intrinsics import empty_expr, reshaped
+from verglas.cpu_backend.parallel_for import call_on_pool
+from verglas.cpu_backend.threads import parallel_rows
 from verglas.cpu_backend.kernels import (HELPER_REFS, KernelContext, arith, broadcast_dim,
                                          emit, literal, register_helper, scalar_expr)
 from verglas.cpu_backend.vmath import _as_float, _as_int
 from verglas.ops.reduce import All, Any, Argmax, Argmin, CumSum, Max, Min, Prod, Reduce, Sum
+from verglas.schedule.pools import reduction_parts
 from verglas.schedule.variants import broadcast_modes
 from verglas.source import any_of, tuple_expr
 
@@ -162,6 +167,7 @@ class _Elements:
 
     def __init__(self, ctx, ndim: int):
         self.ctx, self.producer = ctx, getattr(ctx, "producer", None)
+        self.first_axis: dict[int, str] = {}  # input -> how it reads axis 0 (a producer's)
         if self.producer is None:
             self.x = ctx.inp(0)
             self.dims = [f"{self.x}.shape[{a}]" for a in range(ndim)]
@@ -207,7 +213,33 @@ class _Elements:
                     index.append(lambda i, step=step: f"{i} * {step}")
                 else:
                     index.append((lambda i: i) if m == "full" else (lambda i: "0"))
+                if a == 0:
+                    self.first_axis[k] = m
             self.args[k] = (name, index)
+
+    def splits_rows(self) -> bool:
+        """Whether `rows` can split these elements: no input strides axis 0 by a run-time
+        step (the general variant's broadcasting)."""
+        return not any(m == "unknown" for m in self.first_axis.values())
+
+    def rows(self, start: str, stop: str) -> _Elements:
+        """These elements over the rows start:stop of the first axis, read through views from
+        their row 0 (emitted here; a loop from 0 over a view vectorizes, one from `start`
+        kept numba's wraparound check)."""
+        part = copy.copy(self)
+        part.dims = [f"{stop} - {start}", *self.dims[1:]]
+        if self.producer is None:
+            part.x = self.ctx.fresh("pv")
+            self.ctx.line(f"{part.x} = {self.x}[{start}:{stop}]")
+            return part
+        part.args = list(self.args)
+        for k, mode in self.first_axis.items():
+            if mode == "full":
+                name, index = self.args[k]
+                view = self.ctx.fresh("pv")
+                self.ctx.line(f"{view} = {name}[{start}:{stop}]")
+                part.args[k] = (view, index)
+        return part
 
     def read(self, iv: list[str]) -> str:
         """The element at loop indices `iv` (an expression)."""
@@ -235,7 +267,8 @@ def _emit_reduce_shared(op, ctx) -> None:
     ~0.1 s of compile, a call a few ms (mlp_grad's gradient has three column sums)."""
     x = ctx.inp(0)
     var = ctx.input_var(0)
-    key = ("reduce", op, var.dtype, var.ndim, ctx.layout(0))
+    key = ("reduce", op, var.dtype, var.ndim, ctx.layout(0),
+           ctx.program.pool_work(ctx.step.index))
     name = ctx.src.shared_kernels.get(key)
     if name is None:
         name = ctx.src.shared_kernels[key] = ctx.src.emitter.fresh("kred")
@@ -268,6 +301,10 @@ def _emit_reduce_inline(op, ctx) -> None:
     lead = ndim - n_suffix
     lead_reduced = any(a in axes for a in range(lead))
     kidx = _index([iv[a] for a in kept])
+    work = ctx.program.pool_work(ctx.step.index)  # (the scheduler's pools.py)
+    if work is not None and lead == 0 and ndim and elements.splits_rows():
+        _emit_in_parts(op, ctx, elements, ov, work)
+        return
     if lead_reduced or n_suffix == 0:  # the output accumulates: start from the identity
         flat, k = ctx.fresh("of"), ctx.fresh("k")
         ctx.line(f"{flat} = {reshaped(ctx, out, f'{out}.size')}")
@@ -322,6 +359,53 @@ def _emit_reduce_inline(op, ctx) -> None:
         combined = _combine(op, prev, t, out_dtype, ctx)
         ctx.line(f"{ov}{kidx} = {_stored(ctx, combined, out_dtype)}")
     ctx.em.depth -= lead
+
+
+def _emit_in_parts(op, ctx, elements, ov: str, work: int) -> None:
+    """A reduction over all axes in parts along the first axis (schedule/pools.py): each part
+    reduced on its own into an array of partial results, on the thread pool where there is
+    one (`work` eighths of a unit per element), then the partials combined in order. The
+    parts follow the shape alone, so threads or none give the same result."""
+    out_dtype = ctx.node.outputs[0].dtype
+    dims = elements.dims
+    keyed = isinstance(op, (Max, Min)) and out_dtype in ("float32", "float64")
+    part_dtype = "float64" if isinstance(op, Sum) and out_dtype == "float32" else out_dtype
+    size = " * ".join(f"{d}" for d in dims)
+    n, partial = ctx.fresh("np"), ctx.fresh("pr")
+    ctx.line(f"{n} = {reduction_parts(dims[0], size)}")
+    ctx.line(f"{partial} = {empty_expr(ctx.src, f'({n},)', part_dtype)}")
+    start, pooled = len(ctx.em.lines), parallel_rows()
+    p, s0, s1, acc, t = (ctx.fresh(prefix) for prefix in ("p", "s", "s", "acc", "t"))
+    ctx.line(f"for {p} in range({'lo, hi' if pooled else n}):")
+    with ctx.indent():
+        ctx.line(f"{s0} = {dims[0]} * {p} // {n}")
+        ctx.line(f"{s1} = {dims[0]} * ({p} + 1) // {n}")
+        part = elements.rows(s0, s1)
+        if keyed:
+            order = start_order_reduction(ctx, op, out_dtype, acc)
+        else:
+            ctx.line(f"{acc} = {_identity(op, part_dtype)}")
+        iv = [ctx.fresh("i") for _ in dims]
+        for var, dim in zip(iv, part.dims):
+            ctx.line(f"for {var} in range({dim}):")
+            ctx.em.depth += 1
+        ctx.line(f"{t} = {part.read(iv)}")
+        if keyed:
+            order_update(ctx, order, acc, t)
+        else:
+            ctx.line(f"{acc} = {_combine(op, acc, t, part_dtype, ctx)}")
+        ctx.em.depth -= len(dims)
+        ctx.line(f"{partial}[{p}] = {order_result(order, acc) if keyed else acc}")
+    if pooled:
+        loop = ctx.em.lines[start:]
+        del ctx.em.lines[start:]
+        call_on_pool(ctx.src, ctx.em, [], loop, n, f"{size} * {work} // 8")
+    total, q = ctx.fresh("acc"), ctx.fresh("q")
+    ctx.line(f"{total} = {partial}[0]")
+    ctx.line(f"for {q} in range(1, {n}):")
+    with ctx.indent():
+        ctx.line(f"{total} = {_combine(op, total, f'{partial}[{q}]', part_dtype, ctx)}")
+    ctx.line(f"{ov}[()] = {_stored(ctx, total, out_dtype)}")
 
 
 # Argmax/Argmin of a row of floats or integers in blocks: each block's extremum is an order-key

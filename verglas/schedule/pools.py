@@ -12,6 +12,11 @@ are parallel anyway and ignore it.
   11.92 ms serial) and cost compile time. Not in a loop body (its steps are small, and run
   once per step of the loop), not a step the general variant broadcasts at run time (its
   loop indexes by run-time strides), and not one a reduction computes in its own loop.
+- A reduction over all its axes (sum, max, ... of a whole array), in the same programs: the
+  array is split into parts along its first axis, each part reduced on its own, then the
+  parts' results combined in order. The parts depend on the shape alone (`reduction_parts`),
+  so a result is the same with or without threads. Its work per element is one eighth plus
+  that of an elementwise step it computes in its loop (`sum(x * x)`).
   An element of an elementary function (exp, tanh, pow, ...) costs one unit, any other
   operation an eighth.
 """
@@ -21,11 +26,15 @@ from __future__ import annotations
 from verglas.ops import scalar as s
 from verglas.ops.elemwise import Elemwise
 from verglas.ops.linalg import MatMul
+from verglas.ops.reduce import Reduce
 
-__all__ = ["pooled_loops", "has_products", "GROUP_WORK"]
+__all__ = ["pooled_loops", "has_products", "reduction_parts", "GROUP_WORK", "MAX_PARTS",
+           "PART_ELEMENTS"]
 
 # eighths of a work unit per element
 GROUP_WORK = 8
+# a whole-array reduction: at most MAX_PARTS parts of at least PART_ELEMENTS elements each
+MAX_PARTS, PART_ELEMENTS = 16, 16384
 _ELEMENTARY = (s.Exp, s.Expm1, s.Log, s.Log1p, s.Sin, s.Cos, s.Tan, s.Tanh, s.Sigmoid,
                s.Softplus, s.Erf, s.Pow)
 
@@ -44,18 +53,31 @@ def element_work(op) -> int:
     return sum(8 if isinstance(o, _ELEMENTARY) else 1 for o in ops)
 
 
+def reduction_parts(rows: str, size: str) -> str:
+    """The expression of how many parts a whole-array reduction of `size` elements, `rows`
+    along its first axis, is split into: the same for every call on that shape."""
+    return f"max(1, min({MAX_PARTS}, {rows}, ({size}) // {PART_ELEMENTS}))"
+
+
 def pooled_loops(steps, groups, fused_maps, unchecked, elementwise: bool) -> tuple:
     """((step index, eighths of work per element), ...): the loops the pool may share out, a
-    row group's under its first step. `elementwise`: this program's elementwise loops may be
-    pooled (no products, not a loop body); `unchecked`: steps whose broadcasting is known
-    only at run time in this variant; `fused_maps` (reduction, producer) pairs."""
+    row group's under its first step. `elementwise`: this program's elementwise loops and
+    whole-array reductions may be pooled (no products, not a loop body); `unchecked`: steps
+    whose broadcasting is known only at run time in this variant; `fused_maps` (reduction,
+    producer) pairs."""
     pooled = [(g.first, GROUP_WORK) for g in groups]
     if elementwise:
         grouped = {st.index for g in groups for st in g.steps}
-        fused = {p for _, p in fused_maps}
+        producers = dict(fused_maps)
         for step in steps:
             op = step.node.op
             if (isinstance(op, Elemwise) and step.node.outputs[0].ndim >= 1
-                    and step.index not in grouped | fused | unchecked):
+                    and step.index not in grouped | set(producers.values()) | unchecked):
                 pooled.append((step.index, element_work(op)))
+            elif (isinstance(op, Reduce) and step.node.inputs[0].ndim >= 1
+                  and len(op.axis) == step.node.inputs[0].ndim and step.index not in grouped
+                  and producers.get(step.index) not in unchecked):
+                producer = producers.get(step.index)
+                extra = 0 if producer is None else element_work(steps[producer].node.op)
+                pooled.append((step.index, 1 + extra))
     return tuple(sorted(pooled))

@@ -903,3 +903,20 @@ def test_a_float_constant_added_and_subtracted_still_rounds_away_small_values():
     (got,) = run([x0, x1], [x1 / ((big + x0) - big)], [xv, yv])
     with np.errstate(all="ignore"):
         same(got, yv / ((np.full((3, 1, 4), 2 ** 63, F32) + xv) - np.float32(2 ** 63)))
+
+
+def test_a_reduction_in_parts_inside_a_shared_kernel_names_its_own_variables():
+    """Seed 33714: a whole-array reduction split into parts (schedule/pools.py) inside a shared
+    reduction kernel named its part index p0, the kernel's input parameter: numba's
+    TypingError."""
+    x0 = t("x0", (None, None, None), "int32")
+    x1 = t("x1", (None, None, None), "int32")
+    v3 = vg.all(x1.std(axis=None, keepdims=True), axis=0, keepdims=True)
+    v4 = v3 >> x0
+    outs = [vg.concatenate([v4, x0, v4], axis=-2), x0.sum(), x1.sum()]
+    a, b = np.array([[[-4]]], "int32"), np.array([[[-4, 3], [2, 9]]], "int32")
+    got = run([x0, x1], outs, [a, b])
+    v3n = np.all(b.std(keepdims=True), axis=0, keepdims=True)
+    same(got[0], np.concatenate([v3n >> a, a, v3n >> a], axis=-2))
+    same(got[1], a.sum())
+    same(got[2], b.sum())

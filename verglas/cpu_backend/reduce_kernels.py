@@ -371,11 +371,11 @@ def _emit_in_parts(op, ctx, elements, ov: str, work: int) -> None:
     keyed = isinstance(op, (Max, Min)) and out_dtype in ("float32", "float64")
     part_dtype = "float64" if isinstance(op, Sum) and out_dtype == "float32" else out_dtype
     size = " * ".join(f"{d}" for d in dims)
-    n, partial = ctx.fresh("np"), ctx.fresh("pr")
+    n, partial = ctx.fresh("nparts"), ctx.fresh("pr")  # (a kernel's parameters: p0, s0, o0...)
     ctx.line(f"{n} = {reduction_parts(dims[0], size)}")
     ctx.line(f"{partial} = {empty_expr(ctx.src, f'({n},)', part_dtype)}")
     start, pooled = len(ctx.em.lines), parallel_rows()
-    p, s0, s1, acc, t = (ctx.fresh(prefix) for prefix in ("p", "s", "s", "acc", "t"))
+    p, s0, s1, acc, t = (ctx.fresh(prefix) for prefix in ("part", "cut", "cut", "acc", "t"))
     ctx.line(f"for {p} in range({'lo, hi' if pooled else n}):")
     with ctx.indent():
         ctx.line(f"{s0} = {dims[0]} * {p} // {n}")

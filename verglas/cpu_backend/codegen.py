@@ -20,6 +20,7 @@ from verglas.cpu_backend.kernels import HELPER_REFS, EmitContext, emit
 from verglas.cpu_backend.rowfusion import emit_row_group
 from verglas.cpu_backend.shape_reads import read_lengths_once
 from verglas.cpu_backend.storage import Storage
+from verglas.ops.basic import DimShuffle
 from verglas.schedule.program import Step
 from verglas.schedule.repeats import Repeat
 from verglas.source import Emitter, any_of
@@ -314,6 +315,23 @@ class StepContext(EmitContext):
         """numba's layout of input `i`: 'C', 'F' (a transpose of a C array) or 'A'."""
         value = self._contiguous[self.step.inputs[i]]
         return "C" if value is True else (value or "A")
+
+    def reads_across(self, i: int) -> bool:
+        """Whether input `i` (2-d or more) is a view whose last axis is not its storage's
+        fastest: a transposed array ('F'), or a view through a DimShuffle that moves its
+        input's last axis. A loop in the output's order reads it a row of storage apart
+        each step (see kernels._emit_tiled)."""
+        if self.layout(i) == "F":
+            return self.node.inputs[i].ndim >= 2
+        buffers, b = self.program.buffers, self.step.inputs[i]
+        while buffers[b].view_of is not None:
+            op = buffers[b].var.owner.op
+            if isinstance(op, DimShuffle):
+                kept = [d for d in op.new_order if d != "x"]
+                if kept and kept[-1] != op.input_ndim - 1:
+                    return True
+            b = buffers[b].view_of
+        return False
 
     def set_layout(self, j: int, layout: str) -> None:
         """Declare the layout of output `j` (a view): 'C', 'F' or 'A'."""

@@ -11,6 +11,7 @@ dtype) a program uses (40-150 ms each); `empty_c` lowers the allocation in place
 from __future__ import annotations
 
 import functools
+import sys
 
 import llvmlite.binding as ll
 from llvmlite import ir as llvm_ir
@@ -365,9 +366,37 @@ def empty_c(typingctx, shape, dtype):
 
     def codegen(context, builder, sig, args):
         dims = _parse_shape(context, builder, sig.args[0], args[0])  # (negative dims raise)
-        return _empty_nd_impl(context, builder, ret, dims)._getvalue()
+        array = _empty_nd_impl(context, builder, ret, dims)
+        if sys.platform.startswith("linux"):
+            _ask_for_huge_pages(context, builder, array, found[0], dims)
+        return array._getvalue()
 
     return ret(shape, dtype), codegen
+
+
+HUGE_PAGES_FROM = 1 << 22  # bytes (numpy's own threshold)
+_MADV_HUGEPAGE = 14
+
+
+def _ask_for_huge_pages(context, builder, array, item, dims) -> None:
+    """madvise(MADV_HUGEPAGE) over a new array of HUGE_PAGES_FROM bytes or more, from its
+    first page boundary, as numpy does for its own: a fresh 64 MB output otherwise takes
+    16k page faults when first written (x * 2 over 4096 x 4096 float32: 25 ms against
+    numpy's 10). Linux only; the kernel may say no, and nothing changes."""
+    intp = context.get_value_type(types.intp)
+    nbytes = intp(context.get_abi_sizeof(context.get_data_type(item)))
+    for d in dims:
+        nbytes = builder.mul(nbytes, d)
+    with builder.if_then(builder.icmp_signed(">=", nbytes, intp(HUGE_PAGES_FROM)),
+                         likely=False):
+        start = builder.ptrtoint(array.data, intp)
+        offset = builder.and_(builder.sub(intp(0), start), intp(4095))  # to the next page
+        void_p = llvm_ir.IntType(8).as_pointer()
+        fnty = llvm_ir.FunctionType(llvm_ir.IntType(32),
+                                    [void_p, intp, llvm_ir.IntType(32)])
+        madvise = cgutils.get_or_insert_function(builder.module, fnty, "madvise")
+        builder.call(madvise, [builder.inttoptr(builder.add(start, offset), void_p),
+                               builder.sub(nbytes, offset), llvm_ir.IntType(32)(_MADV_HUGEPAGE)])
 
 
 def _saturated_int(builder, value, signed: bool):

@@ -340,6 +340,10 @@ class EmitContext(source.EmitContext):
         """Whether 0-d elementwise results stay scalar locals rather than arrays."""
         return False
 
+    def reads_across(self, i: int) -> bool:
+        """Whether input `i` is a view read a row of storage apart per step (codegen's)."""
+        return False
+
     def pool_work(self) -> int | None:
         """Eighths of a work unit per element when the thread pool shares out this step's
         loop (the scheduler's decision, schedule/pools.py, where a safe pool is there)."""
@@ -358,12 +362,16 @@ class KernelContext(EmitContext):
         self._contiguous = contiguous
         self._inplace = dict(getattr(parent.op, "inplace_pattern", ()))
         self._pool_work = parent.pool_work()  # (the kernel's key holds it)
+        self._across = {i: parent.reads_across(i) for i in contiguous}  # (and this)
         # how the kernel's loop is shared out (see loop_chunks.share_loop): None, or ('flat' | 'first',
         # work per element); then it takes the chunk's rows `lo, hi` first
         self.pooled = None
 
     def pool_work(self) -> int | None:
         return self._pool_work
+
+    def reads_across(self, i: int) -> bool:
+        return self._across[i]
 
     def alloc(self, j, shape_expr):
         # an inplace output is its input parameter: one pointer, so LLVM sees the aliasing
@@ -443,8 +451,8 @@ def _emit_elemwise_shared(op, ctx, arrays, sources, modes) -> None:
     # (the op does not say its input dtypes: one clip may take a uint16 bound here, a float64
     # one there; the scalar groups of a kernel are typed by its first call site)
     key = (op, tuple(v.type.dtype for v in node.inputs), ndim,
-           tuple((i, tuple(modes[i]), contiguous[i]) for i, _ in arrays), tuple(sorted(sources)),
-           ctx.pool_work())
+           tuple((i, tuple(modes[i]), contiguous[i], ctx.reads_across(i)) for i, _ in arrays),
+           tuple(sorted(sources)), ctx.pool_work())
     entry = ctx.src.shared_kernels.get(key)
     if entry is None:
         name = ctx.src.emitter.fresh("kern")
@@ -645,10 +653,13 @@ def _emit_elemwise_proven(op, ctx, arrays, scalars, modes, dims=None, loops=None
                                                   if modes[i][0] == "full")])
         names = {i: chunk.get(name, name) for i, name in names.items()}
         outs, dims = [chunk[o] for o in outs], ["hi - lo", *dims[1:]]
-    start = len(ctx.em.lines)
-    for axis, var in enumerate(loop_vars):
-        ctx.line(f"for {var} in range({dims[axis]}):")
-        ctx.em.depth += 1
+    start, depth = len(ctx.em.lines), ctx.em.depth
+    if ndim >= 2 and any(ctx.reads_across(i) for i, _ in arrays):
+        names, outs, modes, loop_vars = _emit_tiles(ctx, names, outs, modes, dims, loop_vars)
+    else:
+        for axis, var in enumerate(loop_vars):
+            ctx.line(f"for {var} in range({dims[axis]}):")
+            ctx.em.depth += 1
 
     def index_of(i):
         idx = ", ".join(v if m == "full" else "0" for v, m in zip(loop_vars, modes[i]))
@@ -656,9 +667,47 @@ def _emit_elemwise_proven(op, ctx, arrays, scalars, modes, dims=None, loops=None
 
     out_idx = "[" + ", ".join(loop_vars) + "]"
     _elemwise_body(ctx, op, scalars, index_of, [f"{o}{out_idx}" for o in outs], loops)
-    ctx.em.depth -= ndim
+    ctx.em.depth = depth
     if pooled:
         share_loop(ctx, start, rows, size, setup, work, "first", isinstance(ctx, KernelContext))
+
+
+# the tiles of a loop reading a transposed view: TILE x TILE elements of its last two axes
+TILE = 32
+
+
+def _emit_tiles(ctx, names, outs, modes, dims, loop_vars):
+    """Open the loops of an N-d elementwise step that reads a transposed view
+    (EmitContext.reads_across) in tiles of its last two axes: in output order, each step
+    of the inner loop read the view a row of storage apart (x.T * 2 over 4096 x 4096
+    float32: 82 ms, numpy 9 ms). Each tile is a view of every array from 0 (a loop from
+    an offset kept numba's wraparound check), a broadcast axis not sliced. Leaves the
+    loops open at the body's depth; returns the names, outputs, modes and loop variables the
+    body indexes the tiles with (their last two axes)."""
+    ndim = len(dims)
+    lead, (r, c) = loop_vars[:-2], loop_vars[-2:]
+    for var, dim in zip(lead, dims):
+        ctx.line(f"for {var} in range({dim}):")
+        ctx.em.depth += 1
+    r0, c0 = ctx.fresh("tr"), ctx.fresh("tc")
+    ctx.line(f"for {r0} in range(0, {dims[-2]}, {TILE}):")
+    ctx.line(f"    for {c0} in range(0, {dims[-1]}, {TILE}):")
+    ctx.em.depth += 2
+
+    def tile(name, mode):
+        index = [v if m == "full" else "0" for v, m in zip(lead, mode)]
+        index += [f"{t}:{t} + {TILE}" if m == "full" else ":" for t, m in zip((r0, c0), mode[-2:])]
+        view = ctx.fresh("tv")
+        ctx.line(f"{view} = {name}[{', '.join(index)}]")
+        return view
+
+    tiled = {i: tile(name, modes[i]) for i, name in names.items() if i in modes}
+    names = {**names, **tiled}
+    outs = [tile(o, ["full"] * ndim) for o in outs]
+    ctx.line(f"for {r} in range(min({TILE}, {dims[-2]} - {r0})):")
+    ctx.line(f"    for {c} in range(min({TILE}, {dims[-1]} - {c0})):")
+    ctx.em.depth += 2
+    return names, outs, {i: list(mode[-2:]) for i, mode in modes.items()}, [r, c]
 
 
 def _inplace_inputs(ctx, arrays) -> dict[int, int]:

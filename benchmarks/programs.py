@@ -63,6 +63,21 @@ def full_sum(m, x):
     return m.sum(x)
 
 
+def mse_loss(m, p, t):
+    """A mean squared error as users write it: a whole-array reduction of a map."""
+    return ((p - t) ** 2).mean()
+
+
+def argmax_rows(m, x):
+    """Each row's predicted class."""
+    return x.argmax(axis=1)
+
+
+def symmetrize(m, a):
+    """The symmetric part of a matrix: an elementwise step reading a transposed view."""
+    return 0.5 * (a + a.T)
+
+
 def add_one(m, x):
     """The smallest program: per-call overhead."""
     return x + 1
@@ -338,6 +353,22 @@ def _sum(device: str, quick: bool) -> list[Case]:
     return [Case("sum", f"sum[{_size_label(n)}]", ("x",), data, full_sum)]
 
 
+def _spellings(name: str, device: str, quick: bool) -> list[Case]:
+    """Programs as users spell them (methods, .T, Python-float constants), large arrays."""
+    if name == "mse_loss":
+        n = 10_000 if quick else 10**7
+        return [Case(name, f"mse_loss[{_size_label(n)},f32]", ("p", "t"),
+                     lambda rng: [rng.random(n, dtype=np.float32),
+                                  rng.random(n, dtype=np.float32)], mse_loss)]
+    if name == "argmax_rows":
+        shape = (64, 100) if quick else (4096, 1024)
+        return [Case(name, f"argmax_rows[{shape[0]}x{shape[1]},f32]", ("x",),
+                     _normal(shape, "float32"), argmax_rows)]
+    side = 64 if quick else 4096
+    return [Case(name, f"symmetrize[{side}x{side},f32]", ("a",),
+                 _normal((side, side), "float32"), symmetrize)]
+
+
 def _call_overhead(device: str, quick: bool) -> list[Case]:
     return [Case("call_overhead", "call_overhead[4,f64]", ("x",), _normal((4,), "float64"),
                  add_one, tags=("overhead",))]
@@ -551,11 +582,17 @@ PROGRAMS: dict[str, Callable[[str, bool], list[Case]]] = {
     "transformer_block": lambda device, quick: _models("transformer_block", device, quick),
     "embedding": lambda device, quick: _models("embedding", device, quick),
     "classifier": lambda device, quick: _models("classifier", device, quick),
+    "mse_loss": lambda device, quick: _spellings("mse_loss", device, quick),
+    "argmax_rows": lambda device, quick: _spellings("argmax_rows", device, quick),
+    "symmetrize": lambda device, quick: _spellings("symmetrize", device, quick),
 }
 
 # pieces of a model (issue 17): run with --programs models
 MODELS = ["gelu_mlp", "softmax3d", "layernorm", "rmsnorm", "attention", "transformer_block",
           "embedding", "classifier"]
+
+# programs as users spell them, on large arrays: run with --programs spellings
+SPELLINGS = ["mse_loss", "argmax_rows", "symmetrize"]
 
 # inner graphs: loops (Scan, lax.scan, pytensor.scan, a Python loop for numpy) and one
 # subgraph used many times (OpFromGraph); run with --programs inner

@@ -22,6 +22,7 @@ GROUPS = {
     "compile": {"cpu": list(COMPILE), "cuda": list(COMPILE)},
     "inner": {"cpu": programs.INNER, "cuda": programs.INNER},
     "models": {"cpu": programs.MODELS, "cuda": programs.MODELS},
+    "spellings": {"cpu": programs.SPELLINGS, "cuda": programs.SPELLINGS},
     "all": {"cpu": [*programs.DEFAULT["cpu"], "big_graph", *COMPILE],
             "cuda": [*programs.DEFAULT["cuda"], "big_graph", *COMPILE]},
 }
@@ -46,7 +47,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         f"{', '.join([*programs.PROGRAMS, *COMPILE])}. Groups: default (run time, "
         f"cpu: {','.join(GROUPS['default']['cpu'])}), compile (cold and warm compile "
         f"times of {','.join(programs.COMPILE_PROGRAMS)} in fresh processes), inner "
-        f"(inner graphs: {','.join(programs.INNER)}), models ({','.join(programs.MODELS)}), all"))
+        f"(inner graphs: {','.join(programs.INNER)}), models ({','.join(programs.MODELS)}), spellings "
+        f"({','.join(programs.SPELLINGS)}), all"))
     p.add_argument("--repeat", type=int, default=7, help="timed samples per cell (default 7)")
     p.add_argument("--quick", action="store_true", help="small sizes: a smoke test")
     p.add_argument("--json", action="store_true",

@@ -197,3 +197,26 @@ def test_whole_array_reductions_in_parts_match_numpy(whole_reductions, rows, col
     assert np.isnan(got[0]) and np.isnan(got[1]) and np.isnan(got[2])
     src = fast._runner.text
     assert ("parallel_range" in src) == parallel_rows()
+
+
+def test_argmax_rows_on_the_pool_match_numpy():
+    """The rows of an argmax/argmin along one axis, shared out (schedule/pools.py): large
+    enough for the pool, NaN rows and ties, float and integer, and a compare-loop dtype."""
+    x = vg.tensor("x", shape=(None, None), dtype="float32")
+    n = vg.tensor("n", shape=(None, None), dtype="uint8")
+    h = vg.tensor("h", shape=(None, None), dtype="float16")
+    fast, _ = compile_pair([x, n, h], [x.argmax(axis=1), vg.argmin(x, axis=0),
+                                       n.argmax(axis=1), h.argmax(axis=1)])
+    g = rng(11)
+    xv = g.normal(size=(700, 600)).astype("float32")
+    xv[3, [10, 500]] = np.nan
+    xv[5, :] = 1.0
+    nv = g.integers(0, 256, size=(700, 600)).astype("uint8")
+    hv = g.normal(size=(700, 600)).astype("float16")
+    got = fast(xv, nv, hv)
+    for k, want in enumerate([xv.argmax(axis=1), xv.argmin(axis=0), nv.argmax(axis=1),
+                              hv.argmax(axis=1)]):
+        np.testing.assert_array_equal(got[k], want)
+    assert len(fast.program.pooled) == 4
+    if parallel_rows():
+        assert len(re.findall(r"parallel_range\d*\(", fast._runner.text)) == 4

@@ -70,3 +70,13 @@ def test_whole_array_reductions_are_pooled_and_partial_ones_are_not():
     assert [program.pool_work(s.index) for s in reductions] == [1, 9, None]  # exp: 8 + 1
     product = program_of([x], [(x @ x).sum()])
     assert product.pooled == ()
+
+
+def test_the_rows_of_an_argmax_along_one_axis_are_pooled():
+    x = vg.tensor("x", shape=(None, None), dtype="float32")
+    v = vg.tensor("v", shape=(None,), dtype="float32")
+    program = program_of([x, v], [x.argmax(axis=1), vg.argmin(x, axis=0), v.argmax(),
+                                  x.argmax()])
+    works = [program.pool_work(s.index) for s in program.steps
+             if type(s.node.op).__name__ in ("Argmax", "Argmin")]
+    assert works == [1, 1, None, None]  # (one row, or a whole flattened array: no rows)

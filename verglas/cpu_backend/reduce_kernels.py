@@ -411,7 +411,7 @@ def _emit_in_parts(op, ctx, elements, ov: str, work: int) -> None:
 # Argmax/Argmin of a row of floats or integers in blocks: each block's extremum is an order-key
 # reduction LLVM vectorizes (as Max's), a block holding a NaN answers with its first NaN
 # (numpy's), a block whose extremum beats the best so far (strictly: the first of equals wins)
-# becomes the best, and the answer is the first element of the best block equal to its
+# becomes the best, and the answer is the least index in the best block holding its
 # extremum (float ==: -0.0 and 0.0 tie, as under numpy's comparisons). The loop of scalar
 # compares it replaces ran at ~4 ns per element (18 ms for 4096 x 1024 float32, numpy 0.34 ms).
 ARG_BLOCK = 256
@@ -444,10 +444,11 @@ def _arg_extremum(name: str, key, value, greater: bool):
             if start == 0 or (m > best if greater else m < best):
                 best, best_block = m, start
         block = x[best_block:best_block + ARG_BLOCK]
+        first = block.shape[0]  # (the least k holding it: a select and a min, vectorized)
         for k in range(block.shape[0]):
-            if block[k] == best:
-                return best_block + k
-        return best_block
+            hit = k if block[k] == best else block.shape[0]
+            first = hit if hit < first else first
+        return best_block + first
 
     row.__name__ = row.__qualname__ = name
     return register_helper(numba.njit(error_model="numpy")(row))
@@ -503,14 +504,30 @@ def _emit_argmax(op, ctx) -> None:
         length = f"{x}.shape[{a}]"
     ov = ctx.fresh("ov")
     ctx.line(f"{ov} = {reshaped(ctx, out, tuple_expr(f'{x}.shape[{d}]' for d in kept))}")
-    for d in kept:
-        ctx.line(f"for {iv[d]} in range({x}.shape[{d}]):")
+    # the rows of the first kept axis shared out on the pool (the scheduler's pools.py)
+    work = ctx.pool_work() if kept else None
+    start = len(ctx.em.lines)
+    for n, d in enumerate(kept):
+        bounds = "lo, hi" if work is not None and n == 0 else f"{x}.shape[{d}]"
+        ctx.line(f"for {iv[d]} in range({bounds}):")
         ctx.em.depth += 1
+    _emit_arg_body(op, ctx, flat if op.axis is None else None, reads, length, ov,
+                   _index([iv[d] for d in kept]), cmp)
+    ctx.em.depth -= len(kept)
+    if work is not None:
+        loop = ctx.em.lines[start:]
+        del ctx.em.lines[start:]
+        call_on_pool(ctx.src, ctx.em, [], loop, f"{x}.shape[{kept[0]}]",
+                     f"{x}.size * {work} // 8")
+
+
+def _emit_arg_body(op, ctx, flat, reads, length: str, ov: str, index: str, cmp: str) -> None:
+    """The index of the extremum of one row (`reads(k)` its element k; a whole flattened
+    input `flat`) stored at `ov[index]`: the blocked helper, or a loop of compares."""
     helper = _arg_row_helper(ctx, op, ctx.input_var(0).dtype)
     if helper is not None:
-        row = flat if op.axis is None else reads(":")
-        ctx.line(f"{ov}{_index([iv[d] for d in kept])} = {helper}({row})")
-        ctx.em.depth -= len(kept)
+        row = flat if flat is not None else reads(":")
+        ctx.line(f"{ov}{index} = {helper}({row})")
         return
     best, bi, k, v = ctx.fresh("best"), ctx.fresh("bi"), ctx.fresh("k"), ctx.fresh("t")
     ctx.line(f"{best} = {reads('0')}")
@@ -533,8 +550,7 @@ def _emit_argmax(op, ctx) -> None:
         with ctx.indent():
             ctx.line(f"{best} = {v}")
             ctx.line(f"{bi} = {k}")
-    ctx.line(f"{ov}{_index([iv[d] for d in kept])} = {bi}")
-    ctx.em.depth -= len(kept)
+    ctx.line(f"{ov}{index} = {bi}")
 
 
 @emit.register(CumSum)

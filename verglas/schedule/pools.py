@@ -17,6 +17,8 @@ are parallel anyway and ignore it.
   parts' results combined in order. The parts depend on the shape alone (`reduction_parts`),
   so a result is the same with or without threads. Its work per element is one eighth plus
   that of an elementwise step it computes in its loop (`sum(x * x)`).
+- An argmax or argmin along one axis of an array of 2-d or more, in the same programs: its
+  rows of the first other axis, one eighth per element.
   An element of an elementary function (exp, tanh, pow, ...) costs one unit, any other
   operation an eighth.
 """
@@ -26,7 +28,7 @@ from __future__ import annotations
 from verglas.ops import scalar as s
 from verglas.ops.elemwise import Elemwise
 from verglas.ops.linalg import MatMul
-from verglas.ops.reduce import Reduce
+from verglas.ops.reduce import Argmax, Reduce
 
 __all__ = ["pooled_loops", "has_products", "reduction_parts", "GROUP_WORK", "MAX_PARTS",
            "PART_ELEMENTS"]
@@ -80,4 +82,7 @@ def pooled_loops(steps, groups, fused_maps, unchecked, elementwise: bool) -> tup
                 producer = producers.get(step.index)
                 extra = 0 if producer is None else element_work(steps[producer].node.op)
                 pooled.append((step.index, 1 + extra))
+            elif (isinstance(op, Argmax) and op.axis is not None
+                  and step.node.inputs[0].ndim >= 2):
+                pooled.append((step.index, 1))
     return tuple(sorted(pooled))

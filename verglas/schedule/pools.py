@@ -17,10 +17,11 @@ are parallel anyway and ignore it.
   parts' results combined in order. The parts depend on the shape alone (`reduction_parts`),
   so a result is the same with or without threads. Its work per element is one eighth plus
   that of an elementwise step it computes in its loop (`sum(x * x)`).
-- An argmax or argmin along one axis of an array of 2-d or more, in the same programs: its
-  rows of the first other axis, one eighth per element.
-  An element of an elementary function (exp, tanh, pow, ...) costs one unit, any other
-  operation an eighth.
+- An argmax or argmin along one axis of an array of 2-d or more, in the same programs: the
+  rows of its first other axis, one eighth per element.
+
+In an elementwise step, an element of an elementary function (exp, tanh, pow, ...) costs one
+unit, any other operation an eighth.
 """
 
 from __future__ import annotations
@@ -71,10 +72,11 @@ def pooled_loops(steps, groups, fused_maps, unchecked, elementwise: bool) -> tup
     if elementwise:
         grouped = {st.index for g in groups for st in g.steps}
         producers = dict(fused_maps)
+        elsewhere = grouped | set(producers.values()) | unchecked
         for step in steps:
             op = step.node.op
             if (isinstance(op, Elemwise) and step.node.outputs[0].ndim >= 1
-                    and step.index not in grouped | set(producers.values()) | unchecked):
+                    and step.index not in elsewhere):
                 pooled.append((step.index, element_work(op)))
             elif (isinstance(op, Reduce) and step.node.inputs[0].ndim >= 1
                   and len(op.axis) == step.node.inputs[0].ndim and step.index not in grouped

@@ -57,7 +57,7 @@ def loop_dtypes(sop, dtypes: tuple) -> tuple | None:
 # complex arguments: cmath, and numpy's definitions where they differ from Python's
 _COMPLEX = {
     "exp": "complex_exp(x)", "log": "complex_log(x)", "sqrt": "complex_sqrt(x)",
-    "sin": "cmath.sin(x)", "cos": "cmath.cos(x)", "tan": "cmath.tan(x)",
+    "sin": "complex_sin(x)", "cos": "complex_cos(x)", "tan": "cmath.tan(x)",
     "tanh": "cmath.tanh(x)", "expm1": "complex_expm1(x)", "log1p": "cmath.log(1 + x)",
     "isinf": "cmath.isinf(x)", "sign": "complex_sign(x)",
     "lt": "complex_lt(x, y)", "le": "complex_le(x, y)", "gt": "complex_lt(y, x)",
@@ -336,6 +336,47 @@ HELPERS = {
         return complex(scale * t, scale * (b / (2.0 * t)))
     t = math.sqrt((-a + math.hypot(a, b)) * 0.5)
     return complex(scale * (abs(b) / (2.0 * t)), scale * math.copysign(t, b))
+''',
+    "complex_cos": '''def complex_cos(z):
+    """cos(z) as numpy's (C99 Annex G, glibc's ccos: ccosh(-b + ia)): cmath's for a finite z;
+    a part that is inf or NaN follows the standard's cases, where numba's cmath gave
+    NaN + NaN j (cos(nan + 0j) is nan + 0j; seed 34483)."""
+    a, b = z.real, z.imag
+    if math.isfinite(a) and math.isfinite(b):
+        return cmath.cos(z)
+    x, y = -b, a
+    if math.isfinite(x):
+        return complex(y - y, 0.0 if x == 0 else math.nan)
+    if math.isinf(x):
+        if math.isfinite(y) and y != 0:
+            return complex(math.copysign(math.inf, math.cos(y)),
+                           math.copysign(math.inf, math.sin(y)) * math.copysign(1.0, x))
+        if y == 0:
+            return complex(math.inf, y * math.copysign(1.0, x))
+        return complex(math.inf, y - y)
+    return complex(math.nan, y if y == 0 else math.nan)
+''',
+    "complex_sin": '''def complex_sin(z):
+    """sin(z) as numpy's (C99 Annex G, glibc's csin): cmath's for a finite z; a part that is
+    inf or NaN follows the standard's cases, where numba's cmath gave NaN + NaN j."""
+    a, b = z.real, z.imag
+    if math.isfinite(a) and math.isfinite(b):
+        return cmath.sin(z)
+    negative = math.copysign(1.0, a) < 0
+    ra = abs(a)
+    if math.isfinite(b):
+        if b == 0:
+            return complex(ra - ra, b)
+        return complex(math.nan, math.nan)
+    if math.isinf(b):
+        if ra == 0:
+            return complex(-0.0 if negative else 0.0, b)
+        if math.isfinite(ra):
+            re = math.copysign(math.inf, math.sin(ra))
+            im = math.copysign(math.inf, math.cos(ra))
+            return complex(-re if negative else re, -im if b < 0 else im)
+        return complex(ra - ra, math.inf)
+    return complex((-0.0 if negative else 0.0) if ra == 0 else math.nan, math.nan)
 ''',
     "complex_expm1": '''def complex_expm1(z):
     """numpy's complex expm1: expm1(x) cos(y) - 2 sin(y/2)^2 + i exp(x) sin(y), so a small z

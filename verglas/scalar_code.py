@@ -57,8 +57,8 @@ def loop_dtypes(sop, dtypes: tuple) -> tuple | None:
 # complex arguments: cmath, and numpy's definitions where they differ from Python's
 _COMPLEX = {
     "exp": "complex_exp(x)", "log": "complex_log(x)", "sqrt": "complex_sqrt(x)",
-    "sin": "complex_sin(x)", "cos": "complex_cos(x)", "tan": "cmath.tan(x)",
-    "tanh": "cmath.tanh(x)", "expm1": "complex_expm1(x)", "log1p": "cmath.log(1 + x)",
+    "sin": "complex_sin(x)", "cos": "complex_cos(x)", "tan": "complex_tan(x)",
+    "tanh": "complex_tanh(x)", "expm1": "complex_expm1(x)", "log1p": "cmath.log(1 + x)",
     "isinf": "cmath.isinf(x)", "sign": "complex_sign(x)",
     "lt": "complex_lt(x, y)", "le": "complex_le(x, y)", "gt": "complex_lt(y, x)",
     "ge": "complex_le(y, x)", "maximum": "complex_maximum(x, y)",
@@ -340,7 +340,8 @@ HELPERS = {
     "complex_cos": '''def complex_cos(z):
     """cos(z) as numpy's (C99 Annex G, glibc's ccos: ccosh(-b + ia)): cmath's for a finite z;
     a part that is inf or NaN follows the standard's cases, where numba's cmath gave
-    NaN + NaN j (cos(nan + 0j) is nan + 0j; seed 34483)."""
+    NaN + NaN j (cos(nan + 0j) is nan + 0j; seed 34483). complex_sin, complex_tan and
+    complex_tanh likewise."""
     a, b = z.real, z.imag
     if math.isfinite(a) and math.isfinite(b):
         return cmath.cos(z)
@@ -377,6 +378,34 @@ HELPERS = {
             return complex(-re if negative else re, -im if b < 0 else im)
         return complex(ra - ra, math.inf)
     return complex((-0.0 if negative else 0.0) if ra == 0 else math.nan, math.nan)
+''',
+    "complex_tanh": '''def complex_tanh(z):
+    """tanh(z) as numpy's (glibc's ctanh cases for an inf or NaN part; cmath's otherwise)."""
+    a, b = z.real, z.imag
+    if math.isfinite(a) and math.isfinite(b):
+        return cmath.tanh(z)
+    if math.isinf(a):
+        if math.isfinite(b) and abs(b) > 1:
+            return complex(math.copysign(1.0, a),
+                           math.copysign(0.0, math.sin(b) * math.cos(b)))
+        return complex(math.copysign(1.0, a), math.copysign(0.0, b))
+    if b == 0:
+        return complex(a, b)
+    return complex(a if a == 0 else math.nan, math.nan)
+''',
+    "complex_tan": '''def complex_tan(z):
+    """tan(z) as numpy's (glibc's ctan cases for an inf or NaN part; cmath's otherwise)."""
+    a, b = z.real, z.imag
+    if math.isfinite(a) and math.isfinite(b):
+        return cmath.tan(z)
+    if math.isinf(b):
+        if math.isfinite(a) and abs(a) > 1:
+            return complex(math.copysign(0.0, math.sin(a) * math.cos(a)),
+                           math.copysign(1.0, b))
+        return complex(math.copysign(0.0, a), math.copysign(1.0, b))
+    if a == 0:
+        return complex(a, b)
+    return complex(math.nan, b if b == 0 else math.nan)
 ''',
     "complex_expm1": '''def complex_expm1(z):
     """numpy's complex expm1: expm1(x) cos(y) - 2 sin(y/2)^2 + i exp(x) sin(y), so a small z

@@ -923,13 +923,15 @@ def test_a_reduction_in_parts_inside_a_shared_kernel_names_its_own_variables():
 
 
 @pytest.mark.parametrize("dtype", ["complex64", "complex128"])
-def test_complex_cos_and_sin_of_infinities_and_nans_are_numpys(dtype):
+def test_complex_trigonometry_of_infinities_and_nans_is_numpys(dtype):
     """Seed 34483: cos(nan + 0j) gave nan + nanj (numba's cmath) where numpy gives nan + 0j;
-    every pair of 0, -0, finite, +-inf and NaN parts now gives numpy's (C99 Annex G)."""
-    vals = [0.0, -0.0, 1.5, -2.0, np.inf, -np.inf, np.nan]
+    cos, sin, tan and tanh of every pair of 0, -0, finite (above and below 1), +-inf and NaN
+    parts now give numpy's (C99 Annex G, glibc's cases)."""
+    vals = [0.0, -0.0, 0.5, 1.5, -2.0, np.inf, -np.inf, np.nan]
     zs = np.array([complex(a, b) for a in vals for b in vals], dtype)
     x = t("x", (None,), dtype)
-    got = run([x], [vg.cos(x), vg.sin(x)], [zs])
+    fns = [np.cos, np.sin, np.tan, np.tanh]
+    got = run([x], [vg.cos(x), vg.sin(x), vg.tan(x), vg.tanh(x)], [zs])
     with np.errstate(all="ignore"):
-        same(got[0], np.cos(zs), rtol=1e-6)
-        same(got[1], np.sin(zs), rtol=1e-6)
+        for g, fn in zip(got, fns):
+            same(g, fn(zs), rtol=1e-6)

@@ -935,3 +935,18 @@ def test_complex_trigonometry_of_infinities_and_nans_is_numpys(dtype):
     with np.errstate(all="ignore"):
         for g, fn in zip(got, fns):
             same(g, fn(zs), rtol=1e-6)
+
+
+def test_a_sum_over_one_element_starts_from_plus_zero():
+    """Seed 34707: a mean over a length-1 axis became its element, -0.0, where numpy's sum
+    adds its identity (np.sum([-0.0], axis=0) is +0.0): also over no axes, and for complex."""
+    x0 = t("x0", (None,), F32)
+    c = t("c", (1, None), "complex128")
+    v2 = vg.clip(vg.logsumexp(x0, axis=None, keepdims=True), -2.25, -0.0)
+    outs = [vg.mean(v2, axis=0), vg.sum(v2, axis=()), vg.sum(c, axis=0)]
+    xv, cv = np.array([9.0], F32), np.array([[complex(-0.0, -0.0), complex(1, -0.0)]])
+    got = run([x0, c], outs, [xv, cv])
+    v2n = np.clip(np.log(np.exp(xv).sum(keepdims=True)), -2.25, -0.0)
+    same(got[0], np.mean(v2n, axis=0))
+    same(got[1], np.sum(v2n, axis=()))
+    same(got[2], np.sum(cv, axis=0))

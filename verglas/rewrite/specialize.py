@@ -15,10 +15,10 @@ from verglas.ops import math as m
 from verglas.ops import scalar as s
 from verglas.ops.basic import DimShuffle
 from verglas.ops.elemwise import Elemwise
-from verglas.ops.reduce import All, Any, Reduce
+from verglas.ops.reduce import All, Any, Reduce, Sum
 from verglas.rewrite.registry import phase_rule
-from verglas.rewrite.utils import (broadcasts_nothing, elemwise_op, first, is_constant, is_float,
-                                   same_as, scalar_constant)
+from verglas.rewrite.utils import (broadcasts_nothing, const_like, elemwise_op, first, is_constant,
+                                   is_float, same_as, scalar_constant)
 
 __all__ = ["expm1_specialize", "log1p_specialize", "mul_self_to_sqr", "mul_minus_one_to_neg",
            "one_over_to_reciprocal", "reduce_no_axes", "reduce_length_one_axes"]
@@ -105,9 +105,13 @@ def one_over_to_reciprocal(fgraph, node):
 
 
 def _as_reduced(x: Variable, op: Reduce) -> Variable:
-    """x as the result of reducing nothing with `op`: Any/All test nonzero, others cast."""
+    """x as the result of reducing nothing with `op`: Any/All test nonzero; a float or
+    complex Sum adds its identity, as numpy's does (np.sum([-0.0], axis=0) is +0.0; fuzz
+    seed 34707); the others cast."""
     if isinstance(op, (Any, All)):
         return m.cast(x, "bool")
+    if isinstance(op, Sum) and x.dtype.startswith(("float", "complex")):
+        return m.add(x, const_like(0, x.dtype, x.ndim))
     return x
 
 

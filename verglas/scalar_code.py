@@ -394,18 +394,12 @@ HELPERS = {
     return complex(a if a == 0 else math.nan, math.nan)
 ''',
     "complex_tan": '''def complex_tan(z):
-    """tan(z) as numpy's (glibc's ctan cases for an inf or NaN part; cmath's otherwise)."""
-    a, b = z.real, z.imag
-    if math.isfinite(a) and math.isfinite(b):
+    """tan(z) as numpy's: cmath's for a finite z, else -i tanh(iz) (complex_tanh's cases
+    give glibc's ctan ones)."""
+    if math.isfinite(z.real) and math.isfinite(z.imag):
         return cmath.tan(z)
-    if math.isinf(b):
-        if math.isfinite(a) and abs(a) > 1:
-            return complex(math.copysign(0.0, math.sin(a) * math.cos(a)),
-                           math.copysign(1.0, b))
-        return complex(math.copysign(0.0, a), math.copysign(1.0, b))
-    if a == 0:
-        return complex(a, b)
-    return complex(math.nan, b if b == 0 else math.nan)
+    w = complex_tanh(complex(-z.imag, z.real))
+    return complex(w.imag, -w.real)
 ''',
     "complex_expm1": '''def complex_expm1(z):
     """numpy's complex expm1: expm1(x) cos(y) - 2 sin(y/2)^2 + i exp(x) sin(y), so a small z

@@ -1,5 +1,5 @@
 """Elementwise loops that read a transposed view run in tiles of their last two axes
-(kernels._emit_tiles): numpy's answer for 2-d and batched transposes, broadcast rows and
+(cpu_backend/tiles.py): numpy's answer for 2-d and batched transposes, broadcast rows and
 columns, reversed views, sizes not a multiple of the tile, one row, empty; pooled and not."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 import verglas as vg
 from tests.cpu_backend.utils import compile_pair, rng
-from verglas.cpu_backend.kernels import TILE
+from verglas.cpu_backend.tiles import TILE
 
 
 @pytest.fixture(scope="module")

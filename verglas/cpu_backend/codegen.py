@@ -320,7 +320,7 @@ class StepContext(EmitContext):
         """Whether input `i` (2-d or more) is a view whose last axis is not its storage's
         fastest: a transposed array ('F'), or a view through a DimShuffle that moves its
         input's last axis. A loop in the output's order reads it a row of storage apart
-        each step (see kernels._emit_tiled)."""
+        each step (see tiles.py)."""
         if self.layout(i) == "F":
             return self.node.inputs[i].ndim >= 2
         buffers, b = self.program.buffers, self.step.inputs[i]

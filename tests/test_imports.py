@@ -52,7 +52,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("grad", ("verglas.grad",)),
     ("rewrite", ("verglas.rewrite",)),
     ("schedule", ("verglas.schedule",)),
-    ("source", ("verglas.source", "verglas.scalar_code")),
+    ("source", ("verglas.source", "verglas.scalar_code", "verglas.complex_code")),
     ("protocol", ("verglas.backend", "verglas.cache", "verglas.compile_helper")),
     ("backends", ("verglas.*_backend",)),
     ("function", ("verglas.function", "verglas.testing", "verglas.artifact")),

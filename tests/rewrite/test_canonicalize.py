@@ -307,3 +307,20 @@ def test_identical_reductions_merge():
     x = vg.tensor("x", shape=(None, None))
     fg = rewritten([x], [vg.sum(x, axis=0) + vg.sum(x, axis=0)], get_mode("fast_run"))
     assert sum(isinstance(n.op, Sum) for n in fg.apply_nodes) == 1
+
+
+def test_add_zero_dropped_after_a_sum_or_product_only():
+    """x + 0.0 -> x where x adds its terms to +0.0 (Sum, MatMul, and views of them: never
+    -0.0); a product of -0.0 keeps the add, which makes it +0.0 as numpy does."""
+    a = vg.tensor("a", shape=(None, None))
+    b = vg.tensor("b", shape=(None, None))
+    data = [np.array([[-1.0, -0.0], [-0.0, -0.0]]), np.array([[0.0, -0.0], [0.0, 0.0]])]
+    dropped = [a @ b + 0.0, vg.sum(a, axis=1) + 0.0, (a @ b).T + 0.0,
+               vg.reshape(a @ b, (-1,)) + 0.0]
+    fg = check_preserved([a, b], dropped, data)
+    assert "add" not in op_names(fg)
+    kept = [vg.prod(a, axis=1) + 0.0, a * b + 0.0, vg.max(a, axis=1) + 0.0]
+    fg = check_preserved([a, b], kept, data)
+    assert op_names(fg)["add"] == 3
+    for got in run_fg(fg, data) + run_fg(rewritten([a, b], dropped), data):
+        assert not np.signbit(got[got == 0]).any()

@@ -71,3 +71,17 @@ def test_mean_becomes_sum_over_a_constant():
     assert op_names(fg) == {"Sum": 1, "true_div": 1}
     fg = check_preserved([x], [vg.mean(x, axis=0)], [np.arange(20.0).reshape(4, 5)])
     assert op_names(fg) == {"Sum": 1, "mul": 1}
+
+
+def test_sum_over_length_one_axes_adds_zero_only_where_minus_zero_can_arrive():
+    """A float Sum over length-1 axes adds +0.0 (np.sum([-0.0]) is +0.0), except where its
+    input already adds its terms to +0.0 (a MatMul)."""
+    a = vg.tensor("a", shape=(None, 2))
+    b = vg.tensor("b", shape=(2, 1))
+    data = [np.array([[-1.0, -0.0], [-0.0, -0.0]]), np.array([[0.0], [-0.0]])]
+    fg = check_preserved([a, b], [vg.sum(a @ b, axis=1)], data)
+    assert "add" not in op_names(fg) and "Sum" not in op_names(fg)
+    fg = check_preserved([a, b], [vg.sum(a[:, :1] * b[0], axis=1)], data)
+    assert op_names(fg)["add"] == 1
+    for got in run_fg(fg, data):
+        assert not np.signbit(got[got == 0]).any()

@@ -37,6 +37,7 @@ from verglas.ops import math as m
 from verglas.ops import scalar as s
 from verglas.ops.basic import DimShuffle, MakeVector, Shape, ShapeI
 from verglas.ops.elemwise import Elemwise, SumToShape
+from verglas.ops.linalg import MatMul
 from verglas.ops.reduce import Max, Reduce, Sum
 from verglas.ops.shape import Alloc, Reshape
 from verglas.rewrite.registry import phase_rule
@@ -174,15 +175,19 @@ def _add_identity(out, x, c):
     v = scalar_constant(c)
     if v is None or v != 0:
         return None
-    if is_float(out) and not (np.signbit(v) or _never_negative_zero(x)):
+    if is_float(out) and not (np.signbit(v) or never_negative_zero(x)):
         return None
     return _identity(out, x, c, 0)
 
 
-def _never_negative_zero(x: Variable) -> bool:
-    """True when x cannot hold -0.0 (ints, bools, and results >= +0 by construction)."""
-    return not is_float(x) or isinstance(elemwise_op(x), (s.Exp, s.Abs, s.Sqr, s.Sigmoid,
-                                                           s.Softplus))
+def never_negative_zero(x: Variable) -> bool:
+    """True when x cannot hold -0.0: ints, bools, results >= +0 by construction, and sums
+    (a float Sum or MatMul adds its terms to +0.0, as numpy's do, and in round-to-nearest no
+    sum that starts at +0.0 is -0.0), seen through views that only rearrange elements."""
+    while x.owner is not None and isinstance(x.owner.op, (DimShuffle, Reshape)):
+        x = x.owner.inputs[0]
+    return (not is_float(x) or x.owner is not None and isinstance(x.owner.op, (Sum, MatMul))
+            or isinstance(elemwise_op(x), (s.Exp, s.Abs, s.Sqr, s.Sigmoid, s.Softplus)))
 
 
 @_rule(Elemwise, scalar_tracks=(s.Sub,))

@@ -16,6 +16,7 @@ from verglas.ops import scalar as s
 from verglas.ops.basic import DimShuffle
 from verglas.ops.elemwise import Elemwise
 from verglas.ops.reduce import All, Any, Reduce, Sum
+from verglas.rewrite.canonicalize import never_negative_zero
 from verglas.rewrite.registry import phase_rule
 from verglas.rewrite.utils import (broadcasts_nothing, const_like, elemwise_op, first, is_constant,
                                    is_float, same_as, scalar_constant)
@@ -107,10 +108,11 @@ def one_over_to_reciprocal(fgraph, node):
 def _as_reduced(x: Variable, op: Reduce) -> Variable:
     """x as the result of reducing nothing with `op`: Any/All test nonzero; a float or
     complex Sum adds its identity, as numpy's does (np.sum([-0.0], axis=0) is +0.0; fuzz
-    seed 34707); the others cast."""
+    seed 34707) unless x cannot be -0.0; the others cast."""
     if isinstance(op, (Any, All)):
         return m.cast(x, "bool")
-    if isinstance(op, Sum) and x.dtype.startswith(("float", "complex")):
+    if isinstance(op, Sum) and x.dtype.startswith(("float", "complex")) \
+            and not never_negative_zero(x):
         return m.add(x, const_like(0, x.dtype, x.ndim))
     return x
 

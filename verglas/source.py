@@ -20,15 +20,27 @@ class Emitter:
         self.lines: list[str] = []
         self.depth = depth
         self._counts: dict[str, int] = {}
+        # names the code spells out itself (a kernel's parameters p0, o0, ...): never given out
+        self._reserved: set[str] = set()
 
     def line(self, text: str) -> None:
         self.lines.append("    " * self.depth + text)
 
     def fresh(self, prefix: str) -> str:
-        """A name not given out before: prefix0, prefix1, ..."""
-        n = self._counts.get(prefix, 0)
-        self._counts[prefix] = n + 1
-        return f"{prefix}{n}"
+        """A name not given out or reserved before: prefix0, prefix1, ..."""
+        while True:
+            n = self._counts.get(prefix, 0)
+            self._counts[prefix] = n + 1
+            if f"{prefix}{n}" not in self._reserved:
+                return f"{prefix}{n}"
+
+    def reserve(self, names) -> None:
+        """Keep `names` (spelled out by the caller, as a function's parameters) from fresh."""
+        self._reserved.update(names)
+
+    def share_names(self, other: Emitter) -> None:
+        """Allocate names from `other`'s allocator (functions of one module share it)."""
+        self._counts, self._reserved = other._counts, other._reserved
 
     @contextlib.contextmanager
     def indent(self):

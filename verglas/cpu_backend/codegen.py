@@ -132,7 +132,7 @@ class ProgramSource:
         Its constants all become globals (a sub-program's function takes only its inputs).
         """
         child = ProgramSource(name)
-        child.emitter._counts = self.emitter._counts
+        child.emitter.share_names(self.emitter)
         child.globals, child.imports = self.globals, self.imports
         child.facts = DimFacts(child.globals)
         child.arg_constants = None
@@ -580,6 +580,7 @@ def generate(program, name: str = "program", parent: ProgramSource | None = None
             args.append(names[buf.id])
         contiguous[buf.id] = True
 
+    em.reserve(args + [f"in{k}" for k in range(len(program.inputs))])
     # temporaries live in a workspace kept across calls (see Storage); config.workspace False
     # (VERGLAS_WORKSPACE=0) makes every call allocate them afresh (nothing held between calls)
     storage = Storage(program, names, src, workspace=parent is None and config.workspace)

@@ -460,6 +460,9 @@ def _emit_elemwise_shared(op, ctx, arrays, sources, modes) -> None:
         groups = _scalar_groups(ctx, sources)
         ctx.src.shared_kernels[key] = (name, groups, None)  # (the pooling is known below)
         kern = ctx.src.child(name)
+        kern.emitter.reserve([f"{p}{i}" for p in "ps" for i in range(len(node.inputs))]
+                             + [f"o{j}" for j in range(len(node.outputs))]
+                             + [f"{p}{k}" for p in ("sv", "so") for k in range(len(groups))])
         kctx = KernelContext(kern, ctx, contiguous)
         params = [f"p{i}" for i, _ in arrays]
         elements = {i: (f"sv{k}", f"so{k}", m) for k, group in enumerate(groups)

@@ -273,6 +273,7 @@ def _emit_reduce_shared(op, ctx) -> None:
     if name is None:
         name = ctx.src.shared_kernels[key] = ctx.src.emitter.fresh("kred")
         kern = ctx.src.child(name)
+        kern.emitter.reserve(["p0", "o0"])
         _emit_reduce_inline(op, KernelContext(kern, ctx, {0: ctx.is_contiguous(0)}))
         kern.emitter.line("return")
         ctx.src.functions.append("\n".join([f"def {name}(p0, o0):"] + kern.emitter.lines))

@@ -59,7 +59,7 @@ def loop_dtypes(sop, dtypes: tuple) -> tuple | None:
 _COMPLEX = {
     "exp": "complex_exp(x)", "log": "complex_log(x)", "sqrt": "complex_sqrt(x)",
     "sin": "complex_sin(x)", "cos": "complex_cos(x)", "tan": "complex_tan(x)",
-    "tanh": "complex_tanh(x)", "expm1": "complex_expm1(x)", "log1p": "cmath.log(1 + x)",
+    "tanh": "complex_tanh(x)", "expm1": "complex_expm1(x)", "log1p": "complex_log1p(x)",
     "isinf": "cmath.isinf(x)", "sign": "complex_sign(x)",
     "lt": "complex_lt(x, y)", "le": "complex_le(x, y)", "gt": "complex_lt(y, x)",
     "ge": "complex_le(y, x)", "maximum": "complex_maximum(x, y)",
@@ -68,6 +68,7 @@ _COMPLEX = {
     "true_div": "complex_divide(x, y)", "reciprocal": "complex_divide(1, x)",
     "pow": "complex_pow(x, y)",  # (numba's cpow gives NaN for 0 ** z, numpy 0 where z.real > 0)
 }
+_COMPLEX64 = {"expm1": "complex_expm1_single(x)", "log1p": "complex_log1p_single(x)"}
 # signed integers: in uint64, where +, - and * wrap around (the cast to the result's dtype
 # keeps the low bits); INT_MIN // -1 is INT_MIN (numba's // gives 0)
 _SIGNED = {
@@ -92,8 +93,8 @@ def variant(sop, arg_dtypes) -> str | None:
     kinds = {np.dtype(d).kind for d in arg_dtypes}
     name = sop.name
     if "c" in kinds:
-        if name == "expm1" and "complex64" in arg_dtypes:
-            return "complex_expm1_single(x)"  # (numpy computes it in float32)
+        if "complex64" in arg_dtypes and name in _COMPLEX64:
+            return _COMPLEX64[name]  # (numpy computes them in float32)
         return _COMPLEX.get(name)
     if kinds <= {"i", "u", "b"} and name in _INTEGER:
         return _INTEGER[name]

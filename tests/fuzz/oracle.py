@@ -160,6 +160,26 @@ class NumpyXP:
                     exact = ((a64 - (s - bb)) + (b64 - bb)) == 0
         return self._ulps(out, 1, ~np.asarray(exact))
 
+    def _unrounded_overflow(self, a):
+        """|x * y| (wide) where `a` is a float product x * y (with `rewrites`) whose rounding
+        overflowed, else 0; None where there is none. A product contracted into an FMA (a*b + c,
+        a sum's accumulation) is not rounded: no inf there, so what follows (inf, NaN, or a
+        finite value where c cancels it) is the compiler's choice (seed 35240: numpy's
+        -inf + inf was NaN, verglas's fma(-3e36, 129, -inf) -inf)."""
+        how = self._how(a)
+        if how is None or how[0] != "mul" or np.asarray(a).dtype.kind != "f":
+            return None
+        x, y = (np.asarray(v) for v in how[1:3])
+        with np.errstate(all="ignore"):
+            mag = np.abs(x.astype(np.longdouble) * y.astype(np.longdouble))
+            over = np.isinf(a) & np.isfinite(mag)
+        return np.where(over, mag, 0) if np.any(over) else None
+
+    def _unrounded(self, a):
+        """_unrounded_overflow, 0 where there is none (terms a sum adds as finite)."""
+        over = self._unrounded_overflow(a)
+        return np.zeros(np.shape(a), np.longdouble) if over is None else over
+
     def _transcendental(self, x, out):
         """A function value moved a few ulps (not at x == 0, where every implementation is
         exact: exp(0) = 1, sin(+-0) = +-0, ...)."""
@@ -269,7 +289,7 @@ class NumpyXP:
         if name in _EXACT_UNARY or not _is_float(out):
             return out
         if name == "sqr":
-            return self._basic("mul", a, a, out)
+            return self._made_by(self._basic("mul", a, a, out), "mul", a, a)
         if name == "sqrt":
             if self.rng is None or out.dtype.kind == "c":
                 return self._ulps(out, 1)
@@ -315,7 +335,15 @@ class NumpyXP:
                 return stable
         out = np.asarray(_BINARY_NP[name](a, b))
         if name in _BASIC_BINARY:
-            return self._basic(name, a, b, out)
+            moved = self._basic(name, a, b, out)
+            if name == "mul":
+                return self._made_by(moved, "mul", a, b)
+            if name in ("add", "sub"):
+                for v in (a, b):
+                    over = self._unrounded_overflow(v)
+                    if over is not None:
+                        moved = self._random_fill(moved, np.broadcast_to(over > 0, out.shape))
+            return moved
         if name == "power" and _is_float(out):
             return self._power(a, b, out)
         return out
@@ -443,7 +471,7 @@ class NumpyXP:
         if self._exactly_integral(a, mag):
             return out
         count = a.size // max(out.size, 1) if out.size else 0
-        finite = np.sum(_finite_abs(a), axis=axis, keepdims=keepdims)
+        finite = np.sum(_finite_abs(a) + self._unrounded(a), axis=axis, keepdims=keepdims)
         return self._summed(out, mag, count, finite)
 
     def cumsum(self, a, axis=None):
@@ -460,7 +488,8 @@ class NumpyXP:
         if out.ndim:
             shape[ax] = out.shape[ax]
         count = np.arange(1, out.shape[ax] + 1).reshape(shape) if out.ndim else 1
-        finite = np.cumsum(_finite_abs(flat), axis=0 if axis is None else axis)
+        finite = np.cumsum(_finite_abs(flat) + self._unrounded(a).reshape(flat.shape),
+                           axis=0 if axis is None else axis)
         return self._summed(out, mag, count, finite)
 
     def nn(self, a, name, axis=-1, keepdims=False):

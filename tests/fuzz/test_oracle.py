@@ -185,3 +185,30 @@ def test_a_result_any_ulp_decides_is_not_judged():
     assert len(answers) > 1
     outcome = check(generate(29406), CONFIGS["fast_run"])
     assert outcome.ok, outcome.detail
+
+
+def test_a_product_that_overflows_into_a_sum_is_not_judged():
+    """Seed 35240: sum(x * -129) over a row holding 3e36 and -3e36 in float32. numpy rounds
+    each product to -inf and +inf and sums to NaN; a product contracted into an FMA is not
+    rounded, and verglas's sum was -inf. The same product alone stays judged."""
+    def program(xp):
+        a = np.array([[3e36, -3e36, 1.0], [2.0, 3.0, 0.5]], np.float32)
+        p = xp.binary(a, np.float32(-129), "mul")
+        return [xp.reduce(p, "sum", 1), xp.binary(p, np.float32(1), "add"), p]
+
+    runs = [program(NumpyXP(np.random.default_rng([5, r]), r, rewrites=True))
+            for r in range(PERTURBED_RUNS)]
+    want = program(NumpyXP(rewrites=True))
+    assert np.isnan(want[0][0]) and np.isinf(want[2][0, 0])
+    got = [np.array([-np.inf, want[0][1]], np.float32), want[1], want[2]]
+    assert compare(got[0], want[0], [r[0] for r in runs]) is None
+    got[1] = want[1].copy()
+    got[1][0, 0] = np.nan  # (fma(3e36, -129, inf) would be inf; numpy's -inf + inf is NaN)
+    assert compare(got[1], want[1], [r[1] for r in runs]) is None
+    wrong = want[2].copy()
+    wrong[0, 0] = -np.finfo(np.float32).max
+    assert compare(wrong, want[2], [r[2] for r in runs]) is not None  # (a product alone)
+    wrong_sum = np.array([-np.inf, 5.0], np.float32)
+    assert compare(wrong_sum, want[0], [r[0] for r in runs]) is not None  # (the other row)
+    outcome = check(generate(35240), CONFIGS["fast_run"])
+    assert outcome.ok, outcome.detail

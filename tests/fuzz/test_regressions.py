@@ -950,3 +950,16 @@ def test_a_sum_over_one_element_starts_from_plus_zero():
     same(got[0], np.mean(v2n, axis=0))
     same(got[1], np.sum(v2n, axis=()))
     same(got[2], np.sum(cv, axis=0))
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+def test_complex_log1p_of_small_values_is_numpys(dtype):
+    """Seed 35023: complex64 log1p(3.7e-7 + 0j) gave 3.70e-07 (computed in float64) where
+    numpy's float32 steps give 3.58e-07; both backends now take numpy's steps (complex128:
+    log of hypot(1 + re, im), not cmath's log1p-based log near |z| = 1)."""
+    parts = [0.0, -0.0, 3.7e-7, -3.1e-7, 6.1e-5, 1e-12, -0.5, 2.0, np.inf, np.nan]
+    zs = np.array([complex(a, b) for a in parts for b in parts], dtype)
+    x = t("x", (None,), dtype)
+    (got,) = run([x], [vg.log1p(x)], [zs])
+    with np.errstate(all="ignore"):
+        same(got, np.log1p(zs), rtol=2e-7 if dtype == "complex64" else 1e-15)

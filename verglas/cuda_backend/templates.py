@@ -118,9 +118,9 @@ def load(expr: str, dtype: str) -> str:
 
 # -- scalar code ---------------------------------------------------------------------------------
 # where numba-cuda's own scalar code is not numpy's (seen on a real GPU; the simulator runs
-# Python's and numpy's, which hid them): float % and //, complex log1p
+# Python's and numpy's, which hid them): float % and // (complex log1p, also seen there, is
+# scalar_code's complex_log1p on both backends)
 _FLOAT_DIVMOD = {"mod": "float_divmod(x, y)[1]", "floor_div": "float_divmod(x, y)[0]"}
-_COMPLEX = {"log1p": "complex_log1p(x)"}
 _ALLOWED_NAMES = {"math", "abs", "min", "max", "int", "float", "bool"}
 
 
@@ -175,8 +175,6 @@ def _cuda_variant(sop, arg_dtypes) -> str | None:
     kinds = {np.dtype(d).kind for d in arg_dtypes}
     if kinds == {"f"}:
         return _FLOAT_DIVMOD.get(sop.name)
-    if "c" in kinds:
-        return _COMPLEX.get(sop.name)
     return None
 
 

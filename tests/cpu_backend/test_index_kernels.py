@@ -167,3 +167,20 @@ def test_rows_out_of_bounds_name_the_op():
     arrays = [t, m, np.array([0, 4]), np.zeros((1, 2), "int32"), np.zeros((2, 3, 5)),
               np.zeros((3, 5), "float32")]
     expect_error(inputs, outs, arrays, IndexError, "AdvancedSubtensor")
+
+
+@pytest.mark.parametrize("shape", [(3, 4), (0, 5), (1, 1), (6, 0)])
+def test_new_axes_of_a_contiguous_array_are_a_c_view(shape):
+    """x[:, None, :] and x[None, ..., None] of a C-contiguous array are C views (numba types
+    a slice 'A', and a loop over its last axis does not vectorize); of a transposed view, a
+    slice as before. Values and shapes are numpy's either way."""
+    x = vg.tensor("x", shape=(None, None), dtype="float32")
+    outs = [x[:, None, :] * 2, x[None, :, :, None] + 1, x.T[:, None, :] - 1]
+    fast, _ = compile_pair([x], outs)
+    text = fast._runner.text
+    assert text.count("[::, None, ::]") == 1  # the transposed view's
+    xv = random_array(rng(3), "float32", shape, special=True)
+    got = fast(xv)
+    for g, w in zip(got, [xv[:, None, :] * 2, xv[None, :, :, None] + 1, xv.T[:, None, :] - 1]):
+        assert g.shape == w.shape
+        np.testing.assert_array_equal(g, w)

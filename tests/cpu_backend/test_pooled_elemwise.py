@@ -220,3 +220,33 @@ def test_argmax_rows_on_the_pool_match_numpy():
     assert len(fast.program.pooled) == 4
     if parallel_rows():
         assert len(re.findall(r"parallel_range\d*\(", fast._runner.text)) == 4
+
+
+def test_reductions_over_last_axes_on_the_pool_match_numpy():
+    """Rows of the first axis shared out (schedule/pools.py): pairwise distances through
+    broadcast views (x[:, None] of a C array is a C view), a 3-d sum over its last two axes,
+    a float max with NaN rows, an int sum kept as dims."""
+    a = vg.tensor("a", shape=(None, None), dtype="float32")
+    b = vg.tensor("b", shape=(None, None), dtype="float32")
+    c = vg.tensor("c", shape=(None, None, None), dtype="float64")
+    n = vg.tensor("n", shape=(None, None), dtype="int16")
+    outs = [((a[:, None, :] - b[None, :, :]) ** 2).sum(-1), c.sum(axis=(1, 2)),
+            vg.max(a * 2, axis=1), n.sum(axis=1, keepdims=True)]
+    fast, _ = compile_pair([a, b, c, n], outs)
+    assert len(fast.program.pooled) == 4
+    g = rng(13)
+    av = g.normal(size=(300, 64)).astype("float32")
+    av[7, 5] = np.nan
+    bv = g.normal(size=(500, 64)).astype("float32")
+    cv = g.normal(size=(50, 30, 40))
+    nv = g.integers(-3000, 3000, size=(400, 300)).astype("int16")
+    want = [((av[:, None, :] - bv[None, :, :]) ** 2).sum(-1), cv.sum(axis=(1, 2)),
+            (av * 2).max(axis=1), nv.sum(axis=1, keepdims=True)]
+    got = fast(av, bv, cv, nv)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
+    assert np.isnan(got[0][7]).all() and np.isnan(got[2][7])
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-12)
+    np.testing.assert_array_equal(got[2], want[2])
+    np.testing.assert_array_equal(got[3], want[3])
+    if parallel_rows():
+        assert len(re.findall(r"parallel_range\d*\(", fast._runner.text)) == 4

@@ -80,3 +80,22 @@ def test_the_rows_of_an_argmax_along_one_axis_are_pooled():
     works = [program.pool_work(s.index) for s in program.steps
              if type(s.node.op).__name__ in ("Argmax", "Argmin")]
     assert works == [1, 1, None, None]  # (one row, or a whole flattened array: no rows)
+
+
+def test_a_reduction_over_its_last_axes_shares_out_its_first():
+    """Pairwise distances: a sum over the last axis of a map that broadcasts (no row group);
+    each output element is reduced on its own, so the rows of the first axis are pooled. A
+    column sum accumulates across rows (not pooled), and so does nothing in a program with a
+    product."""
+    a = vg.tensor("a", shape=(None, None), dtype="float32")
+    b = vg.tensor("b", shape=(None, None), dtype="float32")
+    dist = ((a[:, None, :] - b[None, :, :]) ** 2).sum(-1)
+    program = program_of([a, b], [dist, a.sum(axis=0)])
+    (reduction,) = [s for s in program.steps if s.node.outputs[0] is not None
+                    and type(s.node.op).__name__ == "Sum" and s.node.op.axis == (2,)]
+    assert program.pool_work(reduction.index) == 3  # one eighth and the map's two
+    (column,) = [s for s in program.steps if type(s.node.op).__name__ == "Sum"
+                 and s.node.op.axis == (0,)]
+    assert program.pool_work(column.index) is None
+    assert "Sum{axis=(2,)}(b4)  [pooled when large: 0.375 work per element]" in str(program)
+    assert program_of([a, b], [dist, a @ b.T]).pool_work(reduction.index) is None

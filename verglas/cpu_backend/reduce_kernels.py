@@ -312,54 +312,66 @@ def _emit_reduce_inline(op, ctx) -> None:
         ctx.line(f"for {k} in range({out}.size):")
         with ctx.indent():
             ctx.line(f"{flat}[{k}] = {_identity(op, out_dtype)}")
+    # rows of the first axis on the pool (schedule/pools.py), each output element its own
+    pooled = work is not None and parallel_rows() and lead and n_suffix and not lead_reduced
+    start = len(ctx.em.lines)
     for a in range(lead):
-        ctx.line(f"for {iv[a]} in range({dims[a]}):")
+        ctx.line(f"for {iv[a]} in range({'lo, hi' if pooled and a == 0 else dims[a]}):")
         ctx.em.depth += 1
-    t = ctx.fresh("t")
-    keyed = isinstance(op, (Max, Min)) and out_dtype in ("float32", "float64")
-    if n_suffix and keyed:
-        # float max/min through integer order keys (see start_order_reduction)
-        acc = ctx.fresh("acc")
-        order = start_order_reduction(ctx, op, out_dtype, acc)
-        for a in range(lead, ndim):
-            ctx.line(f"for {iv[a]} in range({dims[a]}):")
-            ctx.em.depth += 1
-        ctx.line(f"{t} = {elements.read(iv)}")
-        order_update(ctx, order, acc, t)
-        ctx.em.depth -= n_suffix
-        done = ctx.fresh("t")
-        ctx.line(f"{done} = {order_result(order, acc)}")
+    if n_suffix:  # each output element from a loop nest of its own
+        result = _accumulate(ctx, op, out_dtype, dims[lead:],
+                             lambda inner: elements.read(iv[:lead] + inner))
         if lead_reduced:
             prev = ctx.fresh("t")
             ctx.line(f"{prev} = {ov}{kidx}")
-            ctx.line(f"{ov}{kidx} = {_combine(op, prev, done, out_dtype, ctx)}")
-        else:
-            ctx.line(f"{ov}{kidx} = {done}")
-    elif n_suffix:
-        # float32 sums accumulate in float64 (closer to numpy's pairwise summation)
-        acc_dtype = "float64" if isinstance(op, Sum) and out_dtype == "float32" else out_dtype
-        acc = ctx.fresh("acc")
-        ctx.line(f"{acc} = {_identity(op, acc_dtype)}")
-        for a in range(lead, ndim):
-            ctx.line(f"for {iv[a]} in range({dims[a]}):")
-            ctx.em.depth += 1
-        ctx.line(f"{t} = {elements.read(iv)}")
-        ctx.line(f"{acc} = {_combine(op, acc, t, acc_dtype, ctx)}")
-        ctx.em.depth -= n_suffix
-        if lead_reduced:
-            prev = ctx.fresh("t")
-            ctx.line(f"{prev} = {ov}{kidx}")
-            combined = _combine(op, prev, acc, out_dtype, ctx)
-            ctx.line(f"{ov}{kidx} = {_stored(ctx, combined, out_dtype)}")
-        else:
-            ctx.line(f"{ov}{kidx} = {_stored(ctx, acc, out_dtype)}")
+            result = _combine(op, prev, result, out_dtype, ctx)
+        ctx.line(f"{ov}{kidx} = {_stored(ctx, result, out_dtype)}")
     else:
-        prev = ctx.fresh("t")
+        prev, t = ctx.fresh("t"), ctx.fresh("t")
         ctx.line(f"{t} = {elements.read(iv)}")
         ctx.line(f"{prev} = {ov}{kidx}")
         combined = _combine(op, prev, t, out_dtype, ctx)
         ctx.line(f"{ov}{kidx} = {_stored(ctx, combined, out_dtype)}")
     ctx.em.depth -= lead
+    if pooled:
+        loop = ctx.em.lines[start:]
+        del ctx.em.lines[start:]
+        size = " * ".join(f"{d}" for d in dims)
+        call_on_pool(ctx.src, ctx.em, [], loop, dims[0], f"{size} * {work} // 8")
+
+
+def _accumulating(op, out_dtype: str) -> str:
+    """The dtype reduction `op` accumulates in: float32 sums in float64 (closer to numpy's
+    pairwise summation), the others in the output's."""
+    return "float64" if isinstance(op, Sum) and out_dtype == "float32" else out_dtype
+
+
+def _accumulate(ctx, op, out_dtype: str, dims: list[str], read) -> str:
+    """A loop nest over `dims` reducing `read(indices)` with `op` into a fresh local, whose
+    name it returns (in _accumulating's dtype): float max/min through integer order keys
+    (see start_order_reduction), the others with _combine from the identity."""
+    acc, t = ctx.fresh("acc"), ctx.fresh("t")
+    acc_dtype = _accumulating(op, out_dtype)
+    keyed = isinstance(op, (Max, Min)) and out_dtype in ("float32", "float64")
+    if keyed:
+        order = start_order_reduction(ctx, op, out_dtype, acc)
+    else:
+        ctx.line(f"{acc} = {_identity(op, acc_dtype)}")
+    iv = [ctx.fresh("i") for _ in dims]
+    for var, dim in zip(iv, dims):
+        ctx.line(f"for {var} in range({dim}):")
+        ctx.em.depth += 1
+    ctx.line(f"{t} = {read(iv)}")
+    if keyed:
+        order_update(ctx, order, acc, t)
+    else:
+        ctx.line(f"{acc} = {_combine(op, acc, t, acc_dtype, ctx)}")
+    ctx.em.depth -= len(dims)
+    if not keyed:
+        return acc
+    done = ctx.fresh("t")
+    ctx.line(f"{done} = {order_result(order, acc)}")
+    return done
 
 
 def _emit_in_parts(op, ctx, elements, ov: str, work: int) -> None:
@@ -369,34 +381,19 @@ def _emit_in_parts(op, ctx, elements, ov: str, work: int) -> None:
     parts follow the shape alone, so threads or none give the same result."""
     out_dtype = ctx.node.outputs[0].dtype
     dims = elements.dims
-    keyed = isinstance(op, (Max, Min)) and out_dtype in ("float32", "float64")
-    part_dtype = "float64" if isinstance(op, Sum) and out_dtype == "float32" else out_dtype
+    part_dtype = _accumulating(op, out_dtype)
     size = " * ".join(f"{d}" for d in dims)
-    n, partial = ctx.fresh("nparts"), ctx.fresh("pr")  # (a kernel's parameters: p0, s0, o0...)
+    n, partial = ctx.fresh("nparts"), ctx.fresh("pr")
     ctx.line(f"{n} = {reduction_parts(dims[0], size)}")
     ctx.line(f"{partial} = {empty_expr(ctx.src, f'({n},)', part_dtype)}")
     start, pooled = len(ctx.em.lines), parallel_rows()
-    p, s0, s1, acc, t = (ctx.fresh(prefix) for prefix in ("part", "cut", "cut", "acc", "t"))
+    p, s0, s1 = ctx.fresh("part"), ctx.fresh("cut"), ctx.fresh("cut")
     ctx.line(f"for {p} in range({'lo, hi' if pooled else n}):")
     with ctx.indent():
         ctx.line(f"{s0} = {dims[0]} * {p} // {n}")
         ctx.line(f"{s1} = {dims[0]} * ({p} + 1) // {n}")
         part = elements.rows(s0, s1)
-        if keyed:
-            order = start_order_reduction(ctx, op, out_dtype, acc)
-        else:
-            ctx.line(f"{acc} = {_identity(op, part_dtype)}")
-        iv = [ctx.fresh("i") for _ in dims]
-        for var, dim in zip(iv, part.dims):
-            ctx.line(f"for {var} in range({dim}):")
-            ctx.em.depth += 1
-        ctx.line(f"{t} = {part.read(iv)}")
-        if keyed:
-            order_update(ctx, order, acc, t)
-        else:
-            ctx.line(f"{acc} = {_combine(op, acc, t, part_dtype, ctx)}")
-        ctx.em.depth -= len(dims)
-        ctx.line(f"{partial}[{p}] = {order_result(order, acc) if keyed else acc}")
+        ctx.line(f"{partial}[{p}] = {_accumulate(ctx, op, out_dtype, part.dims, part.read)}")
     if pooled:
         loop = ctx.em.lines[start:]
         del ctx.em.lines[start:]

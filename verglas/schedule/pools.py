@@ -17,6 +17,10 @@ are parallel anyway and ignore it.
   parts' results combined in order. The parts depend on the shape alone (`reduction_parts`),
   so a result is the same with or without threads. Its work per element is one eighth plus
   that of an elementwise step it computes in its loop (`sum(x * x)`).
+- A reduction over its last axes (not a row group's: one whose elementwise producer
+  broadcasts, as pairwise distances `((a[:, None] - b[None]) ** 2).sum(-1)` do), in the same
+  programs: the rows of its first axis, each output element reduced on its own; the same
+  work per element.
 - An argmax or argmin along one axis of an array of 2-d or more, in the same programs: the
   rows of its first other axis, one eighth per element.
 
@@ -56,6 +60,13 @@ def element_work(op) -> int:
     return sum(8 if isinstance(o, _ELEMENTARY) else 1 for o in ops)
 
 
+def _reduces_a_suffix(op, ndim: int) -> bool:
+    """Whether reduction `op` of an `ndim`-d array reduces all its axes, or its last ones
+    (each output element then has a loop of its own: the pool shares out the first axis)."""
+    return ndim >= 1 and len(op.axis) >= 1 and set(op.axis) == set(range(ndim - len(op.axis),
+                                                                         ndim))
+
+
 def reduction_parts(rows: str, size: str) -> str:
     """The expression of how many parts a whole-array reduction of `size` elements, `rows`
     along its first axis, is split into: the same for every call on that shape."""
@@ -78,9 +89,8 @@ def pooled_loops(steps, groups, fused_maps, unchecked, elementwise: bool) -> tup
             if (isinstance(op, Elemwise) and step.node.outputs[0].ndim >= 1
                     and step.index not in elsewhere):
                 pooled.append((step.index, element_work(op)))
-            elif (isinstance(op, Reduce) and step.node.inputs[0].ndim >= 1
-                  and len(op.axis) == step.node.inputs[0].ndim and step.index not in grouped
-                  and producers.get(step.index) not in unchecked):
+            elif (isinstance(op, Reduce) and _reduces_a_suffix(op, step.node.inputs[0].ndim)
+                  and step.index not in grouped and producers.get(step.index) not in unchecked):
                 producer = producers.get(step.index)
                 extra = 0 if producer is None else element_work(steps[producer].node.op)
                 pooled.append((step.index, 1 + extra))

@@ -78,6 +78,17 @@ def symmetrize(m, a):
     return 0.5 * (a + a.T)
 
 
+def pairwise_dist(m, a, b):
+    """Squared distances between every row of a and every row of b, through new axes: a
+    reduction over the last axis of a map that broadcasts."""
+    return ((a[:, None, :] - b[None, :, :]) ** 2).sum(-1)
+
+
+def standardize(m, x):
+    """Columns to zero mean and unit deviation: reductions over the first axis."""
+    return (x - x.mean(axis=0)) / (x.std(axis=0) + 1e-5)
+
+
 def add_one(m, x):
     """The smallest program: per-call overhead."""
     return x + 1
@@ -364,6 +375,18 @@ def _spellings(name: str, device: str, quick: bool) -> list[Case]:
         shape = (64, 100) if quick else (4096, 1024)
         return [Case(name, f"argmax_rows[{shape[0]}x{shape[1]},f32]", ("x",),
                      _normal(shape, "float32"), argmax_rows)]
+    if name == "pairwise_dist":
+        (na, nb), d = ((16, 24), 8) if quick else ((512, 1024), 64)
+
+        def data(rng):
+            return [rng.standard_normal((na, d)).astype("float32"),
+                    rng.standard_normal((nb, d)).astype("float32")]
+        return [Case(name, f"pairwise_dist[{na}x{nb}x{d},f32]", ("a", "b"), data,
+                     pairwise_dist)]
+    if name == "standardize":
+        shape = (64, 100) if quick else (4096, 1024)
+        return [Case(name, f"standardize[{shape[0]}x{shape[1]},f32]", ("x",),
+                     _normal(shape, "float32"), standardize)]
     side = 64 if quick else 4096
     return [Case(name, f"symmetrize[{side}x{side},f32]", ("a",),
                  _normal((side, side), "float32"), symmetrize)]
@@ -585,6 +608,8 @@ PROGRAMS: dict[str, Callable[[str, bool], list[Case]]] = {
     "mse_loss": lambda device, quick: _spellings("mse_loss", device, quick),
     "argmax_rows": lambda device, quick: _spellings("argmax_rows", device, quick),
     "symmetrize": lambda device, quick: _spellings("symmetrize", device, quick),
+    "pairwise_dist": lambda device, quick: _spellings("pairwise_dist", device, quick),
+    "standardize": lambda device, quick: _spellings("standardize", device, quick),
 }
 
 # pieces of a model (issue 17): run with --programs models
@@ -592,7 +617,7 @@ MODELS = ["gelu_mlp", "softmax3d", "layernorm", "rmsnorm", "attention", "transfo
           "embedding", "classifier"]
 
 # programs as users spell them, on large arrays: run with --programs spellings
-SPELLINGS = ["mse_loss", "argmax_rows", "symmetrize"]
+SPELLINGS = ["mse_loss", "argmax_rows", "symmetrize", "pairwise_dist", "standardize"]
 
 # inner graphs: loops (Scan, lax.scan, pytensor.scan, a Python loop for numpy) and one
 # subgraph used many times (OpFromGraph); run with --programs inner

@@ -264,6 +264,21 @@ def test_gemm_strides(dtype, m, k, n):
                 np.testing.assert_allclose(out, a_copy @ b_copy, rtol=rtol, atol=rtol * 10)
 
 
+def test_a_matrix_times_a_vector_calls_gemv():
+    """gemm with one column packs the whole matrix (4096x1024 float32 @ a vector: 0.58 ms,
+    numpy's gemv 0.12): where one side is a vector the product calls numpy's gemv, the
+    layouts and statuses of test_gemm_strides unchanged."""
+    from verglas.cpu_backend.blas import numpy_cblas_gemv
+
+    if not numpy_cblas_gemv():
+        pytest.skip("numpy's BLAS is not a scipy-openblas wheel's")
+    call = _gemm_caller()
+    a, v = np.ones((5, 3), "float32"), np.ones((3, 1), "float32")
+    call(a, v, np.empty((5, 1), "float32"))
+    ir = "".join(call.inspect_llvm().values())
+    assert "verglas_numpy_cblas_sgemv" in ir and "verglas_numpy_cblas_sgemm" in ir
+
+
 def test_softmax_family():
     x = vg.tensor("x", shape=(None, None), dtype="float32")
     outs = [vg.softmax(x), vg.log_softmax(x, axis=0), vg.logsumexp(x), vg.logsumexp(x, axis=1),
@@ -293,7 +308,7 @@ def test_mlp_forward_and_gradient():
 
 _BLAS_SCRIPT = """
 import numpy as np, verglas as vg
-from verglas.cpu_backend.blas import numpy_cblas_gemm
+from verglas.cpu_backend.blas import numpy_cblas_gemm, numpy_cblas_gemv
 a = vg.tensor("a", shape=(None, None), dtype="float32")
 b = vg.tensor("b", shape=(None, None), dtype="float64")
 f = vg.compile([a, b], [a @ a.T, b.T @ b])
@@ -301,6 +316,7 @@ g = np.random.default_rng(0)
 x, y = g.standard_normal((5, 3)).astype("float32"), g.standard_normal((4, 6))[:, ::2]
 r = f(x, y)
 assert np.allclose(r[0], x @ x.T, rtol=1e-5) and np.allclose(r[1], y.T @ y)
+print(sorted(numpy_cblas_gemv()))
 print(sorted(numpy_cblas_gemm()))
 """
 
@@ -322,7 +338,7 @@ def test_products_through_numpy_blas_or_numbas(tmp_path, numpy_blas):
     libs = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
     wheel = bool(glob.glob(os.path.join(libs, "libscipy_openblas64_*")))
     expected = "['d', 's']" if numpy_blas == "1" and wheel else "[]"
-    assert out.stdout.strip().splitlines()[-1] == expected
+    assert out.stdout.strip().splitlines()[-2:] == [expected, expected]
 
 
 def test_a_program_stored_with_one_blas_is_not_loaded_with_the_other(tmp_path):

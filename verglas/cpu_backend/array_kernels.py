@@ -13,7 +13,8 @@ from numba.extending import intrinsic
 from numba.np.arrayobj import make_array
 from numba.np.linalg import check_blas_return, ensure_blas, get_blas_kind, make_constant_slot
 
-from verglas.cpu_backend.blas import COL_MAJOR, NO_TRANS, TRANS, numpy_cblas_gemm
+from verglas.cpu_backend.blas import (COL_MAJOR, NO_TRANS, ROW_MAJOR, TRANS,
+                                      numpy_cblas_gemm, numpy_cblas_gemv)
 from verglas.cpu_backend.dtypes import cast_expr, np_dtype, storage_dtype
 from verglas.cpu_backend.intrinsics import (c_contiguous, prefer_wide_vectors, reshape_lengths,
                                             reshaped)
@@ -224,30 +225,85 @@ def _gemm_function(context, module, dtype):
                 cgutils.memset(builder, c_data,
                                builder.mul(builder.mul(m, n), ir.Constant(intp, isz)), 0)
             with has_k:
-                # row-major C = A B is column-major C^T = B^T A^T: B is gemm's first operand
-                ta, lda, ok_a = _gemm_operand(builder, m, k, as0, as1, isz)
-                tb, ldb, ok_b = _gemm_operand(builder, k, n, bs0, bs1, isz)
-                bad = builder.or_(builder.zext(builder.not_(ok_a), intp),
-                                  builder.shl(builder.zext(builder.not_(ok_b), intp),
-                                              ir.Constant(intp, 1)))
-                builder.store(bad, status)
-                with builder.if_then(builder.icmp_signed("==", bad, zero)):
-                    cblas = numpy_cblas_gemm().get(kind)
-                    if cblas is not None:  # numpy's own BLAS (see blas.py)
-                        _call_cblas(context, builder, module, cblas, dtype, tb, ta, n, m, k,
-                                    b_data, ldb, a_data, lda, c_data, n)
-                    else:
-                        xxgemm = cgutils.get_or_insert_function(module, _GEMM_FNTY,
-                                                                "numba_xxgemm")
-                        alpha = make_constant_slot(context, builder, dtype, 1.0)
-                        beta = make_constant_slot(context, builder, dtype, 0.0)
-                        res = builder.call(xxgemm, (
-                            ir.Constant(_ll_char, ord(kind)), tb, ta, n, m, k,
-                            builder.bitcast(alpha, _ll_void_p), b_data, ldb, a_data, lda,
-                            builder.bitcast(beta, _ll_void_p), c_data, n))
-                        check_blas_return(context, builder, res)
+                done = cgutils.alloca_once_value(builder, cgutils.false_bit)
+                gemv = numpy_cblas_gemv().get(kind)
+                if gemv is not None:  # a matrix times a vector (see blas.py)
+                    _try_gemv(context, builder, module, gemv, dtype, isz, (m, n, k),
+                              (a_data, as0, as1), (b_data, bs0, bs1), c_data, done)
+                with builder.if_then(builder.not_(builder.load(done))):
+                    _emit_gemm_call(context, builder, module, kind, dtype, isz, (m, n, k),
+                                    (a_data, as0, as1), (b_data, bs0, bs1), c_data, status)
     builder.ret(builder.load(status))
     return fn
+
+
+def _emit_gemm_call(context, builder, module, kind, dtype, isz, mnk, a, b, c_data, status):
+    """gemm of C = A B (A, B: (data, byte stride 0, byte stride 1)), or the status bits of the
+    operands it cannot read as they are."""
+    m, n, k = mnk
+    (a_data, as0, as1), (b_data, bs0, bs1) = a, b
+    intp = m.type
+    zero = ir.Constant(intp, 0)
+    # row-major C = A B is column-major C^T = B^T A^T: B is gemm's first operand
+    ta, lda, ok_a = _gemm_operand(builder, m, k, as0, as1, isz)
+    tb, ldb, ok_b = _gemm_operand(builder, k, n, bs0, bs1, isz)
+    bad = builder.or_(builder.zext(builder.not_(ok_a), intp),
+                      builder.shl(builder.zext(builder.not_(ok_b), intp), ir.Constant(intp, 1)))
+    builder.store(bad, status)
+    with builder.if_then(builder.icmp_signed("==", bad, zero)):
+        cblas = numpy_cblas_gemm().get(kind)
+        if cblas is not None:  # numpy's own BLAS (see blas.py)
+            _call_cblas(context, builder, module, cblas, dtype, tb, ta, n, m, k,
+                        b_data, ldb, a_data, lda, c_data, n)
+        else:
+            xxgemm = cgutils.get_or_insert_function(module, _GEMM_FNTY, "numba_xxgemm")
+            alpha = make_constant_slot(context, builder, dtype, 1.0)
+            beta = make_constant_slot(context, builder, dtype, 0.0)
+            res = builder.call(xxgemm, (
+                ir.Constant(_ll_char, ord(kind)), tb, ta, n, m, k,
+                builder.bitcast(alpha, _ll_void_p), b_data, ldb, a_data, lda,
+                builder.bitcast(beta, _ll_void_p), c_data, n))
+            check_blas_return(context, builder, res)
+
+
+def _try_gemv(context, builder, module, symbol, dtype, isz, mnk, a, b, c_data, done):
+    """C = A B through gemv `symbol` where one side is a vector: n == 1 (A times the column
+    B) or m == 1 (the row A times B, as B^T A^T), the matrix with a unit-stride axis and the
+    vector's stride a positive whole number of elements; sets `done` when it ran (C is
+    C-contiguous: one row or one column is a unit-stride vector)."""
+    m, n, k = mnk
+    (a_data, as0, as1), (b_data, bs0, bs1) = a, b
+    intp = m.type
+    one, size = ir.Constant(intp, 1), ir.Constant(intp, isz)
+    column = builder.icmp_signed("==", n, one)
+    with builder.if_then(builder.or_(column, builder.icmp_signed("==", m, one))):
+        def pick(x, y):
+            return builder.select(column, x, y)
+
+        mat, r, c = pick(a_data, b_data), pick(m, k), pick(k, n)
+        flag, ld, ok = _gemm_operand(builder, r, c, pick(as0, bs0), pick(as1, bs1), isz)
+        step = pick(bs0, as1)  # the vector's byte stride along its length k
+        inc = builder.sdiv(step, size)
+        inc_ok = builder.and_(builder.icmp_signed("==", builder.srem(step, size),
+                                                  ir.Constant(intp, 0)),
+                              builder.icmp_signed(">=", inc, one))
+        short = builder.icmp_signed("<=", k, one)
+        with builder.if_then(builder.and_(ok, builder.or_(short, inc_ok))):
+            # the r x c matrix is row-major ('n') or its transpose is (c x r); A b wants it as
+            # it is, B^T a transposed
+            row_major = builder.icmp_unsigned("==", flag, ir.Constant(_ll_char, ord("n")))
+            transposed = builder.xor(builder.not_(column), builder.not_(row_major))
+            i32 = ir.IntType(32)
+            real = context.get_value_type(dtype)
+            fnty = ir.FunctionType(ir.VoidType(), [i32, i32, intp, intp, real, _ll_void_p, intp,
+                                                   _ll_void_p, intp, real, _ll_void_p, intp])
+            gemv = cgutils.get_or_insert_function(module, fnty, symbol)
+            builder.call(gemv, (i32(ROW_MAJOR), builder.select(transposed, i32(TRANS),
+                                                                i32(NO_TRANS)),
+                                builder.select(row_major, r, c), builder.select(row_major, c, r),
+                                real(1.0), mat, ld, pick(b_data, a_data),
+                                builder.select(short, one, inc), real(0.0), c_data, one))
+            builder.store(cgutils.true_bit, done)
 
 
 def _call_cblas(context, builder, module, symbol, dtype, transa, transb, m, n, k, a, lda, b,

@@ -20,12 +20,13 @@ from llvmlite import binding
 
 from verglas.config import config
 
-__all__ = ["numpy_cblas_gemm", "ROW_MAJOR", "COL_MAJOR", "NO_TRANS", "TRANS"]
+__all__ = ["numpy_cblas_gemm", "numpy_cblas_gemv", "ROW_MAJOR", "COL_MAJOR", "NO_TRANS",
+           "TRANS"]
 
 COL_MAJOR, ROW_MAJOR = 102, 101  # CBLAS enums
 NO_TRANS, TRANS = 111, 112
 
-_SYMBOLS = {"s": "scipy_cblas_sgemm64_", "d": "scipy_cblas_dgemm64_"}
+_ROUTINES = ("sgemm", "dgemm", "sgemv", "dgemv")
 
 
 def numpy_cblas_gemm() -> dict[str, str]:
@@ -33,24 +34,38 @@ def numpy_cblas_gemm() -> dict[str, str]:
     `void gemm(int order, int transa, int transb, int64 m, n, k, T alpha, T *a, int64 lda,
     T *b, int64 ldb, T beta, T *c, int64 ldc)`), registered on first call; {} when numpy's
     BLAS is not such a library (`config.numpy_blas` False, VERGLAS_NUMPY_BLAS=0, also says no)."""
-    return _registered() if config.numpy_blas else {}
+    return _of("gemm")
+
+
+def numpy_cblas_gemv() -> dict[str, str]:
+    """{'s': name, 'd': name}: numpy's CBLAS sgemv/dgemv, as numpy_cblas_gemm (`void gemv(int
+    order, int trans, int64 m, n, T alpha, T *a, int64 lda, T *x, int64 incx, T beta, T *y,
+    int64 incy)`): a matrix times a vector, where gemm with one column packs the matrix first
+    (4096x1024 float32: 0.58 ms against numpy's 0.12)."""
+    return _of("gemv")
+
+
+def _of(routine: str) -> dict[str, str]:
+    names = _registered() if config.numpy_blas else {}
+    return {kind: names[kind + routine] for kind in "sd" if kind + routine in names}
 
 
 @functools.cache
 def _registered() -> dict[str, str]:
-    """Find numpy's CBLAS gemm and register its symbols with LLVM (once per process)."""
+    """Find numpy's CBLAS routines and register their symbols with LLVM (once per process):
+    {'sgemm': LLVM name, ...}."""
     libs = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
     found = {}
     for path in sorted(glob.glob(os.path.join(libs, "libscipy_openblas64_*"))):
         try:
             lib = ctypes.CDLL(path)
-            found = {kind: ctypes.cast(getattr(lib, symbol), ctypes.c_void_p).value
-                     for kind, symbol in _SYMBOLS.items()}
+            found = {routine: ctypes.cast(getattr(lib, f"scipy_cblas_{routine}64_"),
+                                          ctypes.c_void_p).value for routine in _ROUTINES}
             break
         except (OSError, AttributeError):
             continue
     names = {}
-    for kind, address in found.items():
-        names[kind] = f"verglas_numpy_cblas_{kind}gemm"
-        binding.add_symbol(names[kind], address)
+    for routine, address in found.items():
+        names[routine] = f"verglas_numpy_cblas_{routine}"
+        binding.add_symbol(names[routine], address)
     return names

@@ -279,6 +279,34 @@ def test_a_matrix_times_a_vector_calls_gemv():
     assert "verglas_numpy_cblas_sgemv" in ir and "verglas_numpy_cblas_sgemm" in ir
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_matrix_times_its_transpose_calls_syrk(dtype):
+    """x @ x.T and x.T @ x (one array seen both ways) call syrk, as numpy's matmul does: its
+    result exactly (one triangle's products, the other mirrored: exactly symmetric), in C and
+    F layouts and with a strided view; a reversed view goes to gemm through a copy."""
+    from verglas.cpu_backend.blas import numpy_cblas_syrk
+
+    if not numpy_cblas_syrk():
+        pytest.skip("numpy's BLAS is not a scipy-openblas wheel's")
+    x = vg.tensor("x", shape=(None, None), dtype=dtype)
+    fast, _ = compile_pair([x], [x @ x.T, x.T @ x, x[::2] @ x[::2].T, x[:, ::-1] @ x[:, ::-1].T])
+    g = rng(21)
+    for shape in [(5, 3), (1, 4), (4, 1), (0, 3), (3, 0), (70, 40)]:
+        xv = random_array(g, dtype, shape)
+        for arr in (xv, np.asfortranarray(xv)):
+            got = fast(arr)
+            want = [xv @ xv.T, xv.T @ xv, xv[::2] @ xv[::2].T, xv[:, ::-1] @ xv[:, ::-1].T]
+            for k in range(3):
+                np.testing.assert_array_equal(got[k], want[k])
+                np.testing.assert_array_equal(got[k], got[k].T)
+            np.testing.assert_allclose(got[3], want[3], rtol=1e-5, atol=1e-5)
+    call = _gemm_caller()
+    a = np.ones((5, 3), dtype)
+    call(a, a.T, np.empty((5, 5), dtype))
+    ir = "".join(call.inspect_llvm().values())
+    assert f"verglas_numpy_cblas_{ {'float32': 's', 'float64': 'd'}[dtype]}syrk" in ir
+
+
 def test_softmax_family():
     x = vg.tensor("x", shape=(None, None), dtype="float32")
     outs = [vg.softmax(x), vg.log_softmax(x, axis=0), vg.logsumexp(x), vg.logsumexp(x, axis=1),

@@ -13,8 +13,8 @@ from numba.extending import intrinsic
 from numba.np.arrayobj import make_array
 from numba.np.linalg import check_blas_return, ensure_blas, get_blas_kind, make_constant_slot
 
-from verglas.cpu_backend.blas import (COL_MAJOR, NO_TRANS, ROW_MAJOR, TRANS,
-                                      numpy_cblas_gemm, numpy_cblas_gemv)
+from verglas.cpu_backend.blas import (COL_MAJOR, NO_TRANS, ROW_MAJOR, TRANS, UPPER,
+                                      numpy_cblas_gemm, numpy_cblas_gemv, numpy_cblas_syrk)
 from verglas.cpu_backend.dtypes import cast_expr, np_dtype, storage_dtype
 from verglas.cpu_backend.intrinsics import (c_contiguous, prefer_wide_vectors, reshape_lengths,
                                             reshaped)
@@ -226,10 +226,15 @@ def _gemm_function(context, module, dtype):
                                builder.mul(builder.mul(m, n), ir.Constant(intp, isz)), 0)
             with has_k:
                 done = cgutils.alloca_once_value(builder, cgutils.false_bit)
+                syrk = numpy_cblas_syrk().get(kind)
+                if syrk is not None:  # a matrix times its own transpose (see blas.py)
+                    _try_syrk(context, builder, module, syrk, dtype, isz, (m, n, k),
+                              (a_data, as0, as1), (b_data, bs0, bs1), c_data, done)
                 gemv = numpy_cblas_gemv().get(kind)
                 if gemv is not None:  # a matrix times a vector (see blas.py)
-                    _try_gemv(context, builder, module, gemv, dtype, isz, (m, n, k),
-                              (a_data, as0, as1), (b_data, bs0, bs1), c_data, done)
+                    with builder.if_then(builder.not_(builder.load(done))):
+                        _try_gemv(context, builder, module, gemv, dtype, isz, (m, n, k),
+                                  (a_data, as0, as1), (b_data, bs0, bs1), c_data, done)
                 with builder.if_then(builder.not_(builder.load(done))):
                     _emit_gemm_call(context, builder, module, kind, dtype, isz, (m, n, k),
                                     (a_data, as0, as1), (b_data, bs0, bs1), c_data, status)
@@ -264,6 +269,40 @@ def _emit_gemm_call(context, builder, module, kind, dtype, isz, mnk, a, b, c_dat
                 builder.bitcast(alpha, _ll_void_p), b_data, ldb, a_data, lda,
                 builder.bitcast(beta, _ll_void_p), c_data, n))
             check_blas_return(context, builder, res)
+
+
+def _try_syrk(context, builder, module, symbol, dtype, isz, mnk, a, b, c_data, done):
+    """C = A A^T through syrk `symbol` where B is A's transpose (one array seen both ways, as
+    numpy's matmul checks: same data, m == n, strides swapped) and A has a unit-stride axis:
+    the upper triangle's products, then the lower mirrored from it (C is C-contiguous), so C
+    is exactly symmetric, as numpy's is; sets `done` when it ran."""
+    m, n, k = mnk
+    (a_data, as0, as1), (b_data, bs0, bs1) = a, b
+    intp = m.type
+    one = ir.Constant(intp, 1)
+    flag, ld, ok = _gemm_operand(builder, m, k, as0, as1, isz)
+    same = builder.and_(builder.icmp_unsigned("==", a_data, b_data),
+                        builder.and_(builder.icmp_signed("==", m, n),
+                                     builder.and_(builder.icmp_signed("==", as0, bs1),
+                                                  builder.icmp_signed("==", as1, bs0))))
+    with builder.if_then(builder.and_(builder.and_(same, ok), builder.icmp_signed(">", m, one))):
+        # row-major A (m x k, 'n'): C = A A^T; else A's storage is A^T (k x m): C = X^T X
+        row_major = builder.icmp_unsigned("==", flag, ir.Constant(_ll_char, ord("n")))
+        i32 = ir.IntType(32)
+        real = context.get_value_type(dtype)
+        fnty = ir.FunctionType(ir.VoidType(), [i32, i32, i32, intp, intp, real, _ll_void_p, intp,
+                                               real, _ll_void_p, intp])
+        syrk = cgutils.get_or_insert_function(module, fnty, symbol)
+        builder.call(syrk, (i32(ROW_MAJOR), i32(UPPER),
+                            builder.select(row_major, i32(NO_TRANS), i32(TRANS)), m, k,
+                            real(1.0), a_data, ld, real(0.0), c_data, m))
+        c = builder.bitcast(c_data, real.as_pointer())
+        with cgutils.for_range(builder, m) as row:
+            with cgutils.for_range(builder, row.index) as col:
+                above = builder.gep(c, [builder.add(builder.mul(col.index, m), row.index)])
+                below = builder.gep(c, [builder.add(builder.mul(row.index, m), col.index)])
+                builder.store(builder.load(above), below)
+        builder.store(cgutils.true_bit, done)
 
 
 def _try_gemv(context, builder, module, symbol, dtype, isz, mnk, a, b, c_data, done):

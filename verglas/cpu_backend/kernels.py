@@ -16,6 +16,7 @@ import re
 import numba
 import numpy as np
 
+from verglas.cpu_backend.broadcast_copy import broadcast_into, emit_broadcast_copy
 from verglas.cpu_backend.dtypes import cast_expr, half_round, storage_dtype
 from verglas.cpu_backend.dtypes import literal as source_literal
 from verglas.cpu_backend.intrinsics import (RAISE_IF, RuntimeBroadcast, broadcast_length,
@@ -52,7 +53,7 @@ HELPER_REFS.update(scalars_at=scalars_at, c_view=c_view, c_contiguous=c_contiguo
                    ws_carve=ws_carve,
                    prefer_wide_vectors=prefer_wide_vectors, half_round=half_round,
                    float_to_int=float_to_int, select=select, reshape_lengths=reshape_lengths,
-                   broadcast_length=broadcast_length,
+                   broadcast_length=broadcast_length, broadcast_into=broadcast_into,
                    **{f"raise_if_{name}": fn for name, fn in RAISE_IF.items()})
 
 
@@ -709,49 +710,6 @@ def _emit_blocked(ctx, op, scalars, flats, oflat, size, idx, loops) -> None:
     loops.block = None
 
 
-@register_helper
-@numba.njit(cache=False, error_model="numpy")
-def _broadcast_into(x, out):
-    """out[...] = x broadcast (shapes already checked); the rare run-time broadcasting case."""
-    xc = c_contiguous(x)
-    xv = xc.reshape(xc.size)
-    n = out.size
-    ov = out.reshape(n)
-    for flat in range(n):
-        rem = flat
-        off = 0
-        stride = 1
-        for a in range(out.ndim - 1, -1, -1):
-            i = rem % out.shape[a]
-            rem //= out.shape[a]
-            if x.shape[a] != 1:
-                off += i * stride
-            stride *= x.shape[a]
-        ov[flat] = xv[off]
-
-
-def _emit_broadcast_copy(ctx, name, v, target, dtype, ndim, contiguous) -> None:
-    """`v` = `name` broadcast to the shape tuple `target` (already checked compatible): the
-    array itself when it has that shape and is C-contiguous, else a copy by a jitted helper.
-
-    (np.broadcast_to would redo the checks, and its error path makes numba compile its whole
-    string-formatting machinery: seconds of compile time for a message we never need. Inline
-    copy loops would cost compile time in every program for a case that rarely runs.)
-    """
-    fn = ctx.helper("broadcast_into", _broadcast_into)
-    empty = empty_expr(ctx.src, target, dtype)
-    if contiguous:
-        same = ctx.fresh("same")
-        ctx.line(f"{same} = {name}.shape == {target}")
-        ctx.line(f"{v} = {name} if {same} else {empty}")
-        ctx.line(f"if not {same}:")
-        with ctx.indent():
-            ctx.line(f"{fn}({name}, {v})")
-    else:
-        ctx.line(f"{v} = {empty}")
-        ctx.line(f"{fn}({name}, {v})")
-
-
 def _emit_elemwise_generic(op, ctx, arrays, scalars) -> None:
     """Broadcasting decided at run time: check the shapes, then bring every input whose shape
     is not provably right to its broadcast target (a no-op when it already has it, as in the
@@ -786,8 +744,7 @@ def _emit_elemwise_generic(op, ctx, arrays, scalars) -> None:
         target = "(" + "".join("1, " if static[a] == 1 else f"{dims[a]}, "
                                for a in range(ndim)) + ")"
         v = ctx.fresh("v")
-        _emit_broadcast_copy(ctx, name, v, target, node.inputs[i].dtype, ndim,
-                             ctx.is_contiguous(i))
+        emit_broadcast_copy(ctx, name, v, target, node.inputs[i].dtype, ctx.is_contiguous(i))
         modes[i] = ["bcast" if static[a] == 1 else "full" for a in range(ndim)]
         fixed.append((i, v))
     _emit_elemwise_proven(op, ctx, fixed, scalars, modes, dims)

@@ -7,7 +7,7 @@ wraparound check on the index, and LLVM did not vectorize it (5x slower measured
 
 from __future__ import annotations
 
-from verglas.cpu_backend.parallel_for import call_on_pool, parallel_range
+from verglas.cpu_backend.parallel_for import parallel_range, pool_lines_since
 
 __all__ = ["chunk_views", "share_loop", "call_kernel"]
 
@@ -35,9 +35,7 @@ def share_loop(ctx, start: int, rows: str, size: str, setup: list[str], work: in
         ctx.em.lines[start:start] = [indent + line for line in setup]
         ctx.pooled = (kind, work)
         return
-    loop = ctx.em.lines[start:]
-    del ctx.em.lines[start:]
-    call_on_pool(ctx.src, ctx.em, setup, loop, rows, f"{size} * {work} // 8")
+    pool_lines_since(ctx, start, rows, size, work, setup)
 
 
 def call_kernel(ctx, name: str, args: list[str], pooled, dims: list[str]) -> None:

@@ -19,7 +19,8 @@ from numba.core.extending import intrinsic
 
 from verglas.cpu_backend.callees import call_status, callee_signature, declare_unlinked
 
-__all__ = ["parallel_range", "call_on_pool", "launch", "SERIAL_WORK", "CHUNKS_PER_THREAD"]
+__all__ = ["parallel_range", "call_on_pool", "pool_lines_since", "launch", "SERIAL_WORK",
+           "CHUNKS_PER_THREAD"]
 
 # loops doing less work than this (rows x columns) run on the calling thread: handing chunks
 # to the pool costs microseconds
@@ -174,3 +175,11 @@ def call_on_pool(src, em, setup: list[str], loop: list[str], rows: str, work: st
     src.root.parallel = True
     call = src.add_global("parallel_range", parallel_range)
     em.line(f"{call}({name}, {rows}, {work}, ({''.join(p + ', ' for p in params)}))")
+
+
+def pool_lines_since(ctx, start: int, rows: str, size: str, work: int, setup=()) -> None:
+    """Move the row loop `ctx` emitted since line `start` to the pool (call_on_pool): `rows`
+    rows, `size` elements of `work` eighths of a work unit each (schedule/pools.py)."""
+    loop = ctx.em.lines[start:]
+    del ctx.em.lines[start:]
+    call_on_pool(ctx.src, ctx.em, list(setup), loop, rows, f"{size} * {work} // 8")

@@ -14,7 +14,7 @@ import numpy as np
 
 from verglas.cpu_backend.dtypes import cast_expr, np_dtype
 from verglas.cpu_backend.intrinsics import empty_expr, reshaped
-from verglas.cpu_backend.parallel_for import call_on_pool
+from verglas.cpu_backend.parallel_for import pool_lines_since
 from verglas.cpu_backend.threads import parallel_rows
 from verglas.cpu_backend.kernels import (HELPER_REFS, KernelContext, arith, broadcast_dim,
                                          emit, literal, register_helper, scalar_expr)
@@ -334,10 +334,7 @@ def _emit_reduce_inline(op, ctx) -> None:
         ctx.line(f"{ov}{kidx} = {_stored(ctx, combined, out_dtype)}")
     ctx.em.depth -= lead
     if pooled:
-        loop = ctx.em.lines[start:]
-        del ctx.em.lines[start:]
-        size = " * ".join(f"{d}" for d in dims)
-        call_on_pool(ctx.src, ctx.em, [], loop, dims[0], f"{size} * {work} // 8")
+        pool_lines_since(ctx, start, dims[0], " * ".join(dims), work)
 
 
 def _accumulating(op, out_dtype: str) -> str:
@@ -395,9 +392,7 @@ def _emit_in_parts(op, ctx, elements, ov: str, work: int) -> None:
         part = elements.rows(s0, s1)
         ctx.line(f"{partial}[{p}] = {_accumulate(ctx, op, out_dtype, part.dims, part.read)}")
     if pooled:
-        loop = ctx.em.lines[start:]
-        del ctx.em.lines[start:]
-        call_on_pool(ctx.src, ctx.em, [], loop, n, f"{size} * {work} // 8")
+        pool_lines_since(ctx, start, n, size, work)
     total, q = ctx.fresh("acc"), ctx.fresh("q")
     ctx.line(f"{total} = {partial}[0]")
     ctx.line(f"for {q} in range(1, {n}):")
@@ -513,10 +508,7 @@ def _emit_argmax(op, ctx) -> None:
                    _index([iv[d] for d in kept]), cmp)
     ctx.em.depth -= len(kept)
     if work is not None:
-        loop = ctx.em.lines[start:]
-        del ctx.em.lines[start:]
-        call_on_pool(ctx.src, ctx.em, [], loop, f"{x}.shape[{kept[0]}]",
-                     f"{x}.size * {work} // 8")
+        pool_lines_since(ctx, start, f"{x}.shape[{kept[0]}]", f"{x}.size", work)
 
 
 def _emit_arg_body(op, ctx, flat, reads, length: str, ov: str, index: str, cmp: str) -> None:

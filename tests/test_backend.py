@@ -116,6 +116,7 @@ def test_cpu_source_is_the_module_that_runs_and_runs_on_its_own():
     g = np.random.default_rng(1)
     xv, wv = g.normal(size=(4, 3)), g.normal(size=(3, 3))
     args = [xv, wv] + ([np.empty(0, np.uint8)] if f._runner.workspace else [])
+    args += [np.empty(0, np.uint8)] * f._runner.blocks.count  # (its outputs' blocks)
     got = namespace["program"](*args)
     for a, b in zip(got, f(xv, wv)):
         np.testing.assert_allclose(a, b, rtol=1e-14)

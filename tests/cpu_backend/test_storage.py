@@ -13,7 +13,9 @@ def _plan(live, slots, takes_over=None, outputs=(), dtypes=None):
     """A stand-in Program: buffer b lives over steps live[b] in slot slots[b]."""
     takes_over = takes_over or {}
     buffers = [SimpleNamespace(id=b, dtype=(dtypes or {}).get(b, "float64"),
-                               takes_over=takes_over.get(b), is_output=b in outputs, ndim=1)
+                               takes_over=takes_over.get(b), is_output=b in outputs, ndim=1,
+                               var=SimpleNamespace(type=SimpleNamespace(shape=(None,))),
+                               itemsize=8)
                for b in range(len(live))]
     return SimpleNamespace(buffers=buffers, live=live, slots=slots)
 
@@ -86,8 +88,18 @@ def test_with_a_workspace_only_slots_without_outputs_are_carved_from_it():
     assert [line.strip() for line in storage.em.lines] == [
         "b0, wo = ws_take0(ws, wo, (n, ), np.float64)",
         "b1 = b0",
-        "b2 = empty0((n, ), np.float64)"]
-    assert storage.used_workspace
+        "b2, on0 = ws_take0(ob0, 0, (n, ), np.float64)"]  # (its own block: see runtime)
+    assert storage.used_workspace and storage.blocks == [("ob0", "on0")]
+
+
+def test_an_output_made_in_a_branch_gets_a_new_array():
+    # a block is one array per call: an allocation that may run more than once takes none
+    program = _plan(live=[(0, 4)], slots=[0], outputs={0})
+    storage = _Storage(program, {0: "b0"}, ProgramSource("program"), workspace=True)
+    with storage.em.indent():
+        storage.alloc(0, "(n, )")
+    assert storage.em.lines[-1].strip() == "b0 = empty0((n, ), np.float64)"
+    assert not storage.blocks
 
 
 def test_an_output_never_takes_a_workspace_array():

@@ -19,7 +19,7 @@ from verglas.cpu_backend.intrinsics import (empty_expr, prefer_wide_vectors, ws_
 from verglas.cpu_backend.kernels import HELPER_REFS, EmitContext, emit
 from verglas.cpu_backend.rowfusion import emit_row_group
 from verglas.cpu_backend.shape_reads import read_lengths_once
-from verglas.cpu_backend.storage import Storage
+from verglas.cpu_backend.storage import BLOCK_MIN_BYTES, Storage
 from verglas.ops.basic import DimShuffle
 from verglas.schedule.program import Step
 from verglas.schedule.repeats import Repeat
@@ -118,6 +118,7 @@ class ProgramSource:
         self.pools_elementwise = False
         self.root = self  # the program's source (a sub-function's parent's)
         self.workspace = False  # whether it takes a workspace `ws` (see Storage)
+        self.blocks = 0  # how many output blocks `ob<k>` it takes (see Storage)
         self.reserved: list = []  # what the workspace's top reserves (Storage.reserved)
         self.bare = False  # whether it returns its one output as it is, not in a tuple
         self.facts = DimFacts(self.globals)  # lengths its code has proven equal so far
@@ -595,6 +596,13 @@ def generate(program, name: str = "program", parent: ProgramSource | None = None
     if src.workspace:  # the last argument; given back with the bytes a call should have
         args.append("ws")
         outs += ["ws", "wo"]
+    src.blocks = len(storage.blocks)  # then the outputs' blocks: whether one was too small
+    if src.blocks:  # (for an output of BLOCK_MIN_BYTES or more), and the bytes each needed
+        args += [block for block, _ in storage.blocks]
+        misfit = em.fresh("bm")
+        em.line(f"{misfit} = " + " or ".join(f"({need} > {block}.size and {need} >= "
+                                          f"{BLOCK_MIN_BYTES})" for block, need in storage.blocks))
+        outs += [misfit] + [need for _, need in storage.blocks]
     # one array returned bare: numba boxes no tuple around it (~0.1 us of every call)
     src.bare = len(outs) == 1  # (a sub-program's function too: its callers take it as it is)
     em.line(f"return {outs[0]}" if src.bare else

@@ -564,8 +564,8 @@ def empty_expr(src, shape_expr: str, dtype: str) -> str:
 def ws_take(typingctx, ws, offset, shape, dtype):
     """(array, end): a C-contiguous array of `shape` and `dtype` carved from the byte array `ws`
     at `offset`, and the offset after it (rounded up to WORKSPACE_ALIGN); where it does not fit
-    in `ws` (or its size overflows), a new array instead, while `end` still counts it, so the
-    final offset is the workspace a call needs (see storage.Storage)."""
+    in `ws` (or its size overflows), a new array instead (see empty_c), while `end` still
+    counts it, so the final offset is the workspace a call needs (see storage.Storage)."""
     found = _item_and_dims(dtype, shape)
     if found is None or not (isinstance(ws, types.Array) and ws.ndim == 1 and ws.layout == "C"
                              and ws.dtype == types.uint8 and isinstance(offset, types.Integer)):
@@ -586,7 +586,10 @@ def ws_take(typingctx, ws, offset, shape, dtype):
             with carve:
                 builder.store(_carve(context, builder, ws, args[0], ret, start, dims), slot)
             with allocate:
-                builder.store(_empty_nd_impl(context, builder, ret, dims)._getvalue(), slot)
+                array = _empty_nd_impl(context, builder, ret, dims)
+                if sys.platform.startswith("linux"):
+                    _ask_for_huge_pages(context, builder, array, item, dims)
+                builder.store(array._getvalue(), slot)
         return context.make_tuple(builder, sig.return_type, [builder.load(slot), end])
 
     return sig, codegen

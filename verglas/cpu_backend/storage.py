@@ -4,12 +4,25 @@ from its input instead of copying (`adopt`)."""
 
 from __future__ import annotations
 
+import math
+
 from verglas.cpu_backend.dimfacts import DimFacts, tuple_items
 from verglas.cpu_backend.dtypes import np_dtype
 from verglas.cpu_backend.intrinsics import c_view, empty_expr, ws_carve, ws_take
 from verglas.source import tuple_expr
 
-__all__ = ["Storage"]
+__all__ = ["BLOCK_MIN_BYTES", "Storage"]
+
+
+# the bytes below which an output gets no block: malloc serves it from its free lists, and a
+# block's checks would cost more than they save (see runtime.OutputBlocks)
+BLOCK_MIN_BYTES = 1 << 16
+
+
+def _small(buf) -> bool:
+    """Whether buffer `buf` is always smaller than BLOCK_MIN_BYTES (its static shape)."""
+    shape = buf.var.type.shape
+    return None not in shape and math.prod(shape) * buf.itemsize < BLOCK_MIN_BYTES
 
 
 class Storage:
@@ -22,6 +35,11 @@ class Storage:
     (ws_add, then ws_reserve: one allocation when `ws` is too small) and carved without a
     check (ws_carve, the least code per site); the others are taken where they come (ws_take,
     a new array when `ws` is full; `wo` counts the bytes the next call should have).
+
+    An output allocated at the function's top is carved likewise from a byte array `ob<k>` of
+    its own, one the runner recycles once nothing holds an earlier call's output there, and
+    returned `on<k>` gives the bytes it needs (see runtime.OutputBlocks): a steady state then writes
+    its outputs into memory it wrote before, not into new pages.
     """
 
     def __init__(self, program, names, src, workspace: bool = False,
@@ -40,6 +58,8 @@ class Storage:
         self.root = self if parent is None else parent.root
         self.used_workspace = False  # whether the code reads `ws` (the root's)
         self.takes = 0  # how many arrays are taken from it as they come (ws_take; the root's)
+        # (block, bytes needed) names of the outputs carved from recycled blocks (the root's)
+        self.blocks: list[tuple[str, str]] = [] if parent is None else parent.blocks
         # (shape in the inputs' lengths, dtype) of each array carved at offset `wq<k>`
         self.reserved: list[tuple[str, str]] = [] if parent is None else parent.reserved
         # a loop body's outputs computed straight into rows: buffer -> (row expr, message,
@@ -98,7 +118,15 @@ class Storage:
         if slot is None or slot not in self.slot_storage:
             new = slot is None or not self.workspace or slot in self.output_slots
             dtype = np_dtype(buf.dtype)
-            if new:
+            if (new and slot in self.output_slots and self.workspace and self.em.depth == 1
+                    and not _small(buf)):
+                # an output at the function's top: carved from the block `ob<k>` the runner
+                # recycles once no earlier output holds it (see runtime.OutputBlocks)
+                block, need = self.em.fresh("ob"), self.em.fresh("on")
+                self.blocks.append((block, need))
+                take = self.src.add_global("ws_take", ws_take)
+                self.em.line(f"{out}, {need} = {take}({block}, 0, {shape_expr}, {dtype})")
+            elif new:
                 self.em.line(f"{out} = {empty_expr(self.src, shape_expr, buf.dtype)}")
             elif forms is not None and None not in forms:
                 carve = self.src.add_global("ws_carve", ws_carve)

@@ -8,7 +8,23 @@ import numba
 
 from verglas.cpu_backend.intrinsics import c_contiguous, empty_expr
 
-__all__ = ["broadcast_into", "emit_broadcast_copy"]
+__all__ = ["broadcast_into", "broadcast_offset", "emit_broadcast_copy"]
+
+
+@numba.njit(cache=False, inline="always")
+def broadcast_offset(flat, shape, small):
+    """The offset, in a C-contiguous array of lengths `small` (those of `shape`, or 1 where
+    broadcast), of the element that flat index `flat` of `shape` reads (broadcasting) or adds
+    into (summing back to `small`)."""
+    off = 0
+    stride = 1
+    for a in range(len(shape) - 1, -1, -1):
+        i = flat % shape[a]
+        flat //= shape[a]
+        if small[a] != 1:
+            off += i * stride
+        stride *= small[a]
+    return off
 
 
 @numba.njit(cache=False, error_model="numpy")
@@ -19,16 +35,7 @@ def broadcast_into(x, out):
     n = out.size
     ov = out.reshape(n)
     for flat in range(n):
-        rem = flat
-        off = 0
-        stride = 1
-        for a in range(out.ndim - 1, -1, -1):
-            i = rem % out.shape[a]
-            rem //= out.shape[a]
-            if x.shape[a] != 1:
-                off += i * stride
-            stride *= x.shape[a]
-        ov[flat] = xv[off]
+        ov[flat] = xv[broadcast_offset(flat, out.shape, x.shape)]
 
 
 def emit_broadcast_copy(ctx, name, v, target, dtype, contiguous) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numba
 
+from verglas.cpu_backend.broadcast_copy import broadcast_offset
 from verglas.cpu_backend.intrinsics import c_contiguous, empty_expr, permuted, reshaped, zero_d
 from verglas.cpu_backend.kernels import emit, literal, register_helper
 from verglas.ops.basic import DimShuffle, MakeVector, Shape, ShapeI
@@ -123,16 +124,7 @@ def _sum_to_shape(g, target, out):
         return
     out[...] = 0
     for flat in range(n):
-        rem = flat
-        o = 0
-        ostride = 1
-        for a in range(g.ndim - 1, -1, -1):
-            i = rem % g.shape[a]
-            rem //= g.shape[a]
-            if target[a] != 1:
-                o += i * ostride
-            ostride *= target[a]
-        ov[o] += gv[flat]
+        ov[broadcast_offset(flat, g.shape, target)] += gv[flat]
 
 
 @register_helper

@@ -94,7 +94,7 @@ def test_setting_a_switch_changes_the_next_compile(config):
     without = vg.compile(*_program(3.0))  # the same graph: another entry, another program
     assert not without._runner.workspace and "ws_take" not in without._runner.text
     assert "def program(in0, in1):" in without._runner.text
-    assert "def program(in0, in1, ws):" in with_ws._runner.text
+    assert "def program(in0, in1, ws, ob0):" in with_ws._runner.text  # (ob0: output blocks)
     assert with_ws._runner.workspace  # a Function compiled before keeps its code
     # the switch is part of the stored program's key: neither entry is the other's
     entries = [p.parent.name for p in (config.cache_dir / "cpu").rglob("program.py")]

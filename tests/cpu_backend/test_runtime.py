@@ -76,6 +76,7 @@ def test_temporaries_sized_by_values_are_taken_as_they_come():
             np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-12)
         sizes.append(fast._runner.pool[0].nbytes)
     assert sizes[1] >= 5000 * 8 and sizes[2] == sizes[4] == sizes[1] and sizes[5] >= 20000 * 8
+    assert fast._runner.pool[0].ctypes.data % 64 == 0  # (a grown one too: runtime.aligned_bytes)
 
 
 def test_threads_calling_at_once_each_get_a_workspace():
@@ -111,7 +112,7 @@ def test_outputs_are_carved_from_blocks_recycled_once_nothing_holds_them():
     held = {b.ctypes.data for taken in blocks.sets for b in taken if b.nbytes}
     assert len(blocks.sets) == 2 and len(held) == 2
     got = fast(x, w)
-    assert got[0].ctypes.data in held
+    assert got[0].ctypes.data in held and got[0].ctypes.data % 64 == 0  # (on a cache line)
     np.testing.assert_allclose(got[0], np.tanh(x @ w), rtol=1e-12, atol=1e-12)
     # outputs a caller holds are never written again, whichever way it holds them
     xs = [g.normal(size=(2000, 64)) for _ in range(5)]

@@ -26,7 +26,7 @@ from verglas.cpu_backend import aside, callees, kernels, stored_code  # noqa: F4
 from verglas.cpu_backend.blas import numpy_cblas_gemm
 from verglas.cpu_backend.codegen import generate
 from verglas.cpu_backend.dtypes import STORED_AS, from_storage, storage_dtype, to_storage
-from verglas.cpu_backend.intrinsics import preferred_vector_width
+from verglas.cpu_backend.intrinsics import WORKSPACE_ALIGN, preferred_vector_width
 from verglas.cpu_backend.kernels import RuntimeBroadcast
 from verglas.cpu_backend.parallel_for import launch
 from verglas.cpu_backend.storage import BLOCK_MIN_BYTES
@@ -539,7 +539,16 @@ def _raised_by_numba_cache(exc: Exception) -> bool:
 def keep_workspace(pool: list, ws: np.ndarray, need: int) -> None:
     """Give the workspace a call returned back to `pool`: a new one of `need` bytes where some
     temporaries did not fit in it (the next call then carves them all)."""
-    pool.append(ws if need <= len(ws) else np.empty(need, np.uint8))
+    pool.append(ws if need <= len(ws) else aligned_bytes(need))
+
+
+def aligned_bytes(n: int) -> np.ndarray:
+    """A new uint8 array of `n` bytes starting on a WORKSPACE_ALIGN boundary, as the arrays
+    carved from it must (malloc's large chunks start 16 bytes past a page: every 64-byte
+    vector store of an output carved there split two cache lines)."""
+    buf = np.empty(n + WORKSPACE_ALIGN - 1, np.uint8)
+    start = -buf.ctypes.data % WORKSPACE_ALIGN
+    return buf[start:start + n]
 
 
 class OutputBlocks:
@@ -581,7 +590,7 @@ class OutputBlocks:
         did not fit."""
         for k, need in enumerate(needs):
             if need > len(blocks[k]) and need >= BLOCK_MIN_BYTES:
-                blocks[k] = np.empty(need, np.uint8)
+                blocks[k] = aligned_bytes(need)
         self.sets.append(blocks)
 
 

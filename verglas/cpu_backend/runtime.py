@@ -376,7 +376,7 @@ class CPURunner(Runner):
                 result = self.jitted(*self.arguments(args), *self.arg_constants)
                 result = [result] if self.bare else list(result)
             else:
-                pool, taken = self.pool, blocks.take()
+                pool, taken = self.pool, blocks.take() if blocks.count else []
                 ws = [pool.pop() if pool else NO_WORKSPACE] if self.workspace else []
                 result = list(self.jitted(*self.arguments(args), *self.arg_constants, *ws,
                                           *blocks.usable(taken)))
@@ -556,11 +556,12 @@ class OutputBlocks:
 
     A freed output's pages go back to the system (glibc trims its heap), and the next call's
     output faults them in again and zeroes them (rnn_grad float64, alone in a process: 96
-    faults a call, 1.38 ms, where recycled blocks take 1.05). Instead, a call takes the oldest set of blocks (there are two at least,
-    so a caller that holds the last call's outputs while it calls again still finds a free
-    one), passes each block nothing else holds (no output of an earlier call still lives
-    there) and gets back the bytes each output needed: a block too small for its output is
-    replaced, one the caller still holds is left to the caller's output until it is freed.
+    faults a call, 1.38 ms, where recycled blocks take 1.05). Instead, a call takes the oldest
+    set of blocks (there are two at least, so a caller that holds the last call's outputs
+    while it calls again still finds a free one), passes each block nothing else holds (no
+    output of an earlier call still lives there) and gets back the bytes each output needed:
+    a block too small for its output is replaced, one the caller still holds is left to the
+    caller's output until it is freed.
     Outputs below BLOCK_MIN_BYTES come from malloc's free lists without new pages: no block.
     Each set is one call's alone (deque operations are atomic), as the workspaces are.
     """
@@ -578,6 +579,7 @@ class OutputBlocks:
             return self.new()
 
     def new(self) -> list[np.ndarray]:
+        """A set with no block yet (each output's comes after the first call that needs it)."""
         return [NO_WORKSPACE] * self.count
 
     def usable(self, blocks: list[np.ndarray]) -> list[np.ndarray]:
